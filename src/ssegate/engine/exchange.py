@@ -1,0 +1,123 @@
+"""The contract between the HTTP server and the bindings it routes to.
+
+The HTTP/1.1 and HTTP/2 protocol edges turn bytes into a :class:`Request` and hand it, with the
+request body (bodies here are small: challenge answers, validated requests) and a
+:class:`ResponseStream`, to the :class:`HttpHandler` that the routes chose. The handler answers
+through the stream. Nothing in a handler touches a socket, so the same SSE, filesystem or
+sse-kafka handler serves HTTP/1.1 and HTTP/2 alike.
+
+Streams never block: ``send_data`` buffers, ``buffered`` tells how much is still unsent, and
+``on_drain`` is called once the buffer has been flushed below the low-water mark again. A slow
+client is the handler's policy to decide (the SSE server closes it past a limit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import parse_qsl
+
+
+@dataclass(slots=True)
+class Request:
+    """One HTTP request, the same for HTTP/1.1 and HTTP/2."""
+
+    method: str
+    """Upper-case method, ``GET``."""
+    scheme: str
+    """``http`` or ``https``."""
+    authority: str
+    """``host[:port]``, from ``:authority`` or ``Host``."""
+    target: str
+    """The request target as sent: path and query, ``/events?lastEventId=1``."""
+    headers: dict[str, str]
+    """Lower-case names; repeated headers joined with ``, `` (``cookie`` with ``; ``)."""
+    version: str = "1.1"
+    """``1.1`` or ``2``."""
+    remote: str = ""
+    """The peer's address, ``127.0.0.1:50312``."""
+    params: dict[str, str] = field(default_factory=dict)
+    """Parameters captured by route patterns on the way (``{path}`` → ``params['path']``)."""
+    identities: dict[str, object] = field(default_factory=dict)
+    """What guards established, by guard name (filled by the http server's authorization)."""
+    connection_id: int = 0
+    """Identifies the network connection; HTTP/2 streams of one connection share it."""
+
+    @property
+    def path(self) -> str:
+        """The target without its query string."""
+        q = self.target.find("?")
+        return self.target if q < 0 else self.target[:q]
+
+    @property
+    def query(self) -> str:
+        """The raw query string, without ``?``; empty when there is none."""
+        q = self.target.find("?")
+        return "" if q < 0 else self.target[q + 1 :]
+
+    def query_param(self, name: str) -> str | None:
+        """The first value of query parameter ``name``, URL-decoded, or ``None``."""
+        query = self.query
+        if not query:
+            return None
+        for key, value in parse_qsl(query, keep_blank_values=True):
+            if key == name:
+                return value
+        return None
+
+
+class ResponseStream(Protocol):
+    """One response: an HTTP/1.1 exchange or an HTTP/2 stream."""
+
+    def send_headers(
+        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
+    ) -> None:
+        """Start the response. With ``end=True`` the response has no body."""
+
+    def send_data(self, data: bytes, *, end: bool = False) -> None:
+        """Queue body bytes; never blocks. ``end=True`` finishes the response."""
+
+    def reset(self) -> None:
+        """Abandon the response: HTTP/2 ``RST_STREAM(NO_ERROR)``, HTTP/1.1 close."""
+
+    @property
+    def buffered(self) -> int:
+        """Bytes accepted by ``send_data`` and not yet handed to the kernel."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the response ended, was reset, or the peer went away."""
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when the stream closes for any reason."""
+
+    def on_drain(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` each time a full buffer has drained below its low-water mark."""
+
+
+class HttpHandler(Protocol):
+    """What an http server route exits to (sse server, http-filesystem, ...)."""
+
+    def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
+        """Answer ``request`` on ``stream``. Must not raise for bad input: answer it."""
+
+
+def simple_response(
+    stream: ResponseStream,
+    status: int,
+    body: bytes = b"",
+    headers: list[tuple[str, str]] | None = None,
+    *,
+    content_type: str = "text/plain; charset=utf-8",
+) -> None:
+    """Send a complete response with a small body (errors, 204s)."""
+    all_headers = list(headers or [])
+    if body:
+        all_headers.append(("content-type", content_type))
+    all_headers.append(("content-length", str(len(body))))
+    if body:
+        stream.send_headers(status, all_headers)
+        stream.send_data(body, end=True)
+    else:
+        stream.send_headers(status, all_headers, end=True)
