@@ -1,0 +1,58 @@
+"""Structured log events: one line per connection, request, route decision or error.
+
+Code anywhere calls ``event("http.request", binding="north_http_server", status=404, ...)``.
+Without a ``stdout`` exporter, warnings and errors still reach stderr as plain lines (a config
+problem or a dropped client is never silent); with one, every event is written to stdout as a
+JSON object, the way Zilla's stdout exporter writes one line per event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any, TextIO
+
+logger = logging.getLogger("ssegate")
+
+_stdout_events = False
+_out: TextIO = sys.stdout
+
+
+def enable_stdout_events(out: TextIO | None = None) -> None:
+    """Write every event to ``out`` (stdout) as a JSON line: the ``stdout`` exporter."""
+    global _stdout_events, _out
+    _stdout_events = True
+    _out = out or sys.stdout
+
+
+def disable_stdout_events() -> None:
+    global _stdout_events
+    _stdout_events = False
+
+
+def event(name: str, *, binding: str = "", level: int = logging.INFO, **fields: Any) -> None:
+    """Record event ``name`` (``tcp.accept``, ``http.request``, ``sse.slow_client_closed``)."""
+    if _stdout_events:
+        record: dict[str, Any] = {"ts": round(time.time(), 6), "event": name}
+        if binding:
+            record["binding"] = binding
+        record.update(fields)
+        try:
+            _out.write(json.dumps(record, default=str, separators=(",", ":")) + "\n")
+            _out.flush()
+        except (OSError, ValueError):
+            pass
+    elif level >= logging.WARNING or logger.isEnabledFor(level):
+        detail = " ".join(f"{k}={v}" for k, v in fields.items())
+        where = f" [{binding}]" if binding else ""
+        logger.log(level, "%s%s %s", name, where, detail)
+
+
+def warning(name: str, *, binding: str = "", **fields: Any) -> None:
+    event(name, binding=binding, level=logging.WARNING, **fields)
+
+
+def error(name: str, *, binding: str = "", **fields: Any) -> None:
+    event(name, binding=binding, level=logging.ERROR, **fields)

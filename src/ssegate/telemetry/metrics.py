@@ -1,0 +1,95 @@
+"""Counters, gauges and histograms, keyed by metric name and binding.
+
+Zilla's names are used where Zilla has one (``stream.opens.received``, ``http.duration``);
+ssegate's own carry the ``ssegate.`` prefix. Recording is a dict lookup and an add: cheap enough
+for the hot path. Exporters read :meth:`Metrics.snapshot`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+Labels = tuple[tuple[str, str], ...]
+
+# Histogram buckets in seconds (durations) or bytes (sizes): a handful, log-spaced.
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+SIZE_BUCKETS = (64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0)
+
+
+@dataclass(slots=True)
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.count += 1
+
+
+class Metrics:
+    """The metrics of one process."""
+
+    def __init__(self) -> None:
+        self.counters: dict[tuple[str, Labels], float] = {}
+        self.gauges: dict[tuple[str, Labels], float] = {}
+        self.histograms: dict[tuple[str, Labels], Histogram] = {}
+
+    def inc(self, name: str, binding: str = "", value: float = 1.0, **labels: str) -> None:
+        key = (name, _labels(binding, labels))
+        self.counters[key] = self.counters.get(key, 0.0) + value
+
+    def gauge(self, name: str, binding: str = "", delta: float = 1.0, **labels: str) -> None:
+        """Move gauge ``name`` by ``delta`` (``-1`` when a stream closes)."""
+        key = (name, _labels(binding, labels))
+        self.gauges[key] = self.gauges.get(key, 0.0) + delta
+
+    def observe(
+        self,
+        name: str,
+        value: float,
+        binding: str = "",
+        buckets: tuple[float, ...] = DURATION_BUCKETS,
+        **labels: str,
+    ) -> None:
+        key = (name, _labels(binding, labels))
+        hist = self.histograms.get(key)
+        if hist is None:
+            hist = self.histograms[key] = Histogram(buckets)
+        hist.observe(value)
+
+    def counter(self, name: str, binding: str = "", **labels: str) -> float:
+        """The current value of a counter (0 when never incremented)."""
+        return self.counters.get((name, _labels(binding, labels)), 0.0)
+
+    def gauge_value(self, name: str, binding: str = "", **labels: str) -> float:
+        return self.gauges.get((name, _labels(binding, labels)), 0.0)
+
+    def total(self, name: str) -> float:
+        """A counter summed over every binding and label."""
+        return sum(v for (n, _), v in self.counters.items() if n == name)
+
+    def items(self) -> Iterator[tuple[str, str, Labels, float | Histogram]]:
+        """``(kind, name, labels, value)`` for every series; kind is counter, gauge, histogram."""
+        for (name, labels), value in sorted(self.counters.items()):
+            yield "counter", name, labels, value
+        for (name, labels), value in sorted(self.gauges.items()):
+            yield "gauge", name, labels, value
+        for (name, labels), hist in sorted(self.histograms.items(), key=lambda kv: kv[0]):
+            yield "histogram", name, labels, hist
+
+
+def _labels(binding: str, labels: dict[str, str]) -> Labels:
+    if not binding and not labels:
+        return ()
+    items = [("binding", binding)] if binding else []
+    items.extend(sorted(labels.items()))
+    return tuple(items)
