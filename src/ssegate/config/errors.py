@@ -20,3 +20,7 @@ class ConfigErrors(ConfigError):
         Exception.__init__(self, "\n".join(str(e) for e in errors))
         self.path = errors[0].path if errors else ""
         self.message = str(self)
+
+
+class NotSupportedYet(ConfigError):
+    """A part of the config the schema accepts but this version of ssegate cannot run yet."""

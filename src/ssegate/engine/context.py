@@ -25,7 +25,7 @@ class BuildContext(Protocol):
         """The built binding called ``name``."""
 
     def vault(self, name: str) -> Any:
-        """The built vault called ``name`` (a :class:`ssegate.vaults.filesystem.FilesystemVault`)."""
+        """The built vault called ``name`` (a ``FilesystemVault``)."""
 
     def guard(self, name: str) -> Any:
         """The built guard called ``name``."""

@@ -1,0 +1,7 @@
+"""``python -m ssegate``."""
+
+import sys
+
+from ssegate.cli import main
+
+sys.exit(main())

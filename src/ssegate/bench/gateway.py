@@ -1,0 +1,131 @@
+"""A gateway under measurement: a real ``ssegate start`` process on loopback.
+
+Benchmarks never measure an in-process gateway: the load generator would share its event loop
+and its memory. :class:`GatewayProcess` writes a config, starts ``python -m ssegate start`` with
+it, waits until every listener is up, and reads the process's CPU time and resident memory
+from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    rss_bytes: int
+    cpu_seconds: float
+
+
+def sample(pid: int) -> ProcessSample:
+    """Resident memory and CPU time (user + system) of ``pid`` and its children, from ``/proc``."""
+    rss = 0
+    cpu = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for member in [pid, *_children(pid)]:
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+            stat = Path(f"/proc/{member}/stat").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                rss += int(line.split()[1]) * 1024
+        fields = stat.rsplit(")", 1)[1].split()
+        cpu += (int(fields[11]) + int(fields[12])) / ticks
+    return ProcessSample(rss, cpu)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    kids = [int(p) for p in text.split()]
+    return kids + [g for k in kids for g in _children(k)]
+
+
+class GatewayProcess:
+    """``ssegate start -c CONFIG`` in a child process, stopped on exit from the ``with``."""
+
+    def __init__(
+        self,
+        config_path: Path,
+        *,
+        workers: int = 1,
+        env: dict[str, str] | None = None,
+        expect_listeners: int = 1,
+        timeout: float = 30.0,
+    ) -> None:
+        self.config_path = config_path
+        self.workers = workers
+        self.env = {**os.environ, **(env or {})}
+        self.expect_listeners = expect_listeners
+        self.timeout = timeout
+        self.process: subprocess.Popen[str] | None = None
+        self.output: deque[str] = deque(maxlen=200)
+
+    def __enter__(self) -> GatewayProcess:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ssegate",
+                "start",
+                "-c",
+                str(self.config_path),
+                "--workers",
+                str(self.workers),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.env,
+        )
+        deadline = time.monotonic() + self.timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            self.output.append(line.rstrip())
+            if line.startswith("ssegate: started"):
+                # Keep draining the pipe, or a chatty gateway would block on a full pipe.
+                threading.Thread(target=self._drain, daemon=True).start()
+                return self
+        self.stop()
+        raise RuntimeError("gateway did not start:\n" + "\n".join(list(self.output)[-20:]))
+
+    def _drain(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line.rstrip())
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def sample(self) -> ProcessSample:
+        return sample(self.pid)
+
+    def stop(self) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()

@@ -1,0 +1,149 @@
+"""The ``ssegate`` command: validate and start gateways, and run the tools that come with it.
+
+Every failure a user can cause ends in one line on stderr and a non-zero status: 2 for a bad
+config or bad arguments, 1 for anything that went wrong while running. No traceback reaches the
+terminal for those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ssegate import __version__
+from ssegate.config.errors import ConfigError, NotSupportedYet
+
+EXIT_CONFIG = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return EXIT_CONFIG
+    try:
+        status: int = args.func(args)
+    except ConfigError as exc:
+        print(f"ssegate: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ssegate",
+        description="A Server-Sent Events gateway that reads Zilla's zilla.yaml.",
+    )
+    parser.add_argument("--version", action="version", version=f"ssegate {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("SSEGATE_LOG_LEVEL", "warning"),
+        choices=["debug", "info", "warning", "error"],
+        help="what reaches stderr (default: warning, or $SSEGATE_LOG_LEVEL)",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    validate = commands.add_parser(
+        "validate",
+        help="check a zilla.yaml and exit",
+        description="Check a config: schema, binding graph, vaults and keystores. Exit 0 when"
+        " it can run, 2 with one line per problem (each naming its YAML path) when not.",
+    )
+    validate.add_argument("-c", "--config", required=True, metavar="FILE", help="zilla.yaml")
+    validate.set_defaults(func=_validate)
+
+    start = commands.add_parser(
+        "start",
+        help="run a gateway in the foreground",
+        description="Run the gateway a config describes until SIGINT or SIGTERM, which drain"
+        " open streams and exit 0 within 5 seconds.",
+    )
+    start.add_argument("-c", "--config", required=True, metavar="FILE", help="zilla.yaml")
+    start.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="worker processes sharing each port with SO_REUSEPORT (default: cores)",
+    )
+    start.set_defaults(func=_start)
+
+    try:
+        from ssegate.kafka.broker import add_kafka_parser
+    except ImportError:  # pragma: no cover - the kafka extra is part of the package
+        pass
+    else:
+        add_kafka_parser(commands)
+
+    try:
+        from ssegate.bench.cli import add_bench_parser
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        add_bench_parser(commands)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from ssegate.config.loader import load_config
+    from ssegate.engine.runtime import Runtime
+
+    config = load_config(args.config)
+    runtime = Runtime(config)
+    warnings: list[str] = []
+    for name in config.bindings:
+        try:
+            runtime.exit(name)
+        except NotSupportedYet as exc:
+            if str(exc) not in warnings:
+                warnings.append(str(exc))
+    for name in config.guards:
+        try:
+            runtime.guard(name)
+        except NotSupportedYet as exc:
+            warnings.append(str(exc))
+    for line in warnings:
+        print(f"ssegate: warning: {line}", file=sys.stderr)
+    print(f"{args.config}: valid ({len(config.bindings)} bindings)")
+    return 0
+
+
+def _start(args: argparse.Namespace) -> int:
+    from ssegate.config.loader import load_config
+    from ssegate.engine.process import serve
+    from ssegate.engine.runtime import Runtime
+
+    config = load_config(args.config)
+    Runtime(config).build()  # every problem is reported before a worker starts
+
+    def ready(runtime: Runtime) -> None:
+        for binding, host, port in runtime.addresses:
+            print(f"ssegate: {binding} listening on {host}:{port}", flush=True)
+        print(f"ssegate: started '{config.name}' with {args.workers} worker(s)", flush=True)
+
+    return serve(config, workers=args.workers, on_ready=ready)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

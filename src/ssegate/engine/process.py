@@ -1,0 +1,140 @@
+"""Running the gateway: one event loop per process, ``--workers`` processes sharing the ports.
+
+With one worker the gateway runs in this process. With more, this process forks the workers
+(each opens its own listeners with ``SO_REUSEPORT``, so the kernel spreads connections across
+them), forwards SIGINT/SIGTERM, and exits once they have drained. A worker that fails to start
+stops the others: the gateway is up whole or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+
+from ssegate.config.errors import ConfigError
+from ssegate.config.model import Config
+from ssegate.engine.runtime import Runtime
+from ssegate.telemetry import log
+
+DRAIN_SECONDS = 3.0
+KILL_AFTER_SECONDS = 5.0
+EXIT_CONFIG = 2
+EXIT_START_FAILED = 1
+
+
+def install_event_loop() -> None:
+    """Use uvloop where it is installed (it is a dependency; the fallback is for odd platforms)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def serve(
+    config: Config,
+    *,
+    workers: int = 1,
+    on_ready: Callable[[Runtime], None] | None = None,
+) -> int:
+    """Run the gateway until SIGINT/SIGTERM; returns the process exit status."""
+    if workers <= 1:
+        return _run_worker(config, reuse_port=False, on_ready=on_ready)
+    return _supervise(config, workers, on_ready)
+
+
+def _run_worker(
+    config: Config, *, reuse_port: bool, on_ready: Callable[[Runtime], None] | None
+) -> int:
+    install_event_loop()
+    return asyncio.run(_worker_main(config, reuse_port, on_ready))
+
+
+async def _worker_main(
+    config: Config, reuse_port: bool, on_ready: Callable[[Runtime], None] | None
+) -> int:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    runtime = Runtime(config)
+    try:
+        await runtime.start(reuse_port=reuse_port)
+    except ConfigError as exc:
+        print(f"ssegate: {exc}", file=sys.stderr)
+        await runtime.stop(grace=0.5)
+        return EXIT_CONFIG
+    if on_ready is not None:
+        on_ready(runtime)
+    await stopping.wait()
+    log.event("gateway.stopping", pid=os.getpid())
+    await runtime.stop(grace=DRAIN_SECONDS)
+    return 0
+
+
+def _supervise(config: Config, workers: int, on_ready: Callable[[Runtime], None] | None) -> int:
+    children: list[int] = []
+    for index in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker
+            status = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                status = _run_worker(
+                    config,
+                    reuse_port=True,
+                    on_ready=on_ready if index == 0 else None,
+                )
+            finally:
+                os._exit(status)
+        children.append(pid)
+
+    stop_requested = False
+
+    def request_stop(signum: int, _frame: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+        for child in children:
+            _signal(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    worst = 0
+    remaining = set(children)
+    deadline: float | None = None
+    while remaining:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            if stop_requested and deadline is None:
+                deadline = time.monotonic() + KILL_AFTER_SECONDS
+            if deadline is not None and time.monotonic() > deadline:
+                for child in remaining:
+                    _signal(child, signal.SIGKILL)
+            time.sleep(0.05)
+            continue
+        remaining.discard(pid)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 and not stop_requested:
+            # A worker died on its own: the gateway is not whole any more; stop the others.
+            print(f"ssegate: worker {pid} exited with status {code}; stopping", file=sys.stderr)
+            worst = max(worst, code if code > 0 else EXIT_START_FAILED)
+            stop_requested = True
+            for child in remaining:
+                _signal(child, signal.SIGTERM)
+        elif code > 0:
+            worst = max(worst, code)
+    return worst
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
