@@ -1,0 +1,433 @@
+"""The ``sse`` server binding: one downstream ``text/event-stream`` response per GET.
+
+:class:`SseServer` is the :class:`~ssegate.engine.exchange.HttpHandler` an http server route
+exits to. Per request it checks the method (GET only, else 405), picks a route by the path
+without its query (``when[].path`` globs, else 404), reads the resume position (the
+``last-event-id`` header wins over the ``lastEventId`` query parameter; more than 254 UTF-8
+bytes is a 400) and subscribes to the route's :class:`~ssegate.bindings.sse.source.SseSource`
+with a :class:`DownstreamStream` as the sink.
+
+Options, Zilla's first then ssegate's own:
+
+- ``retry`` (ms): written once as ``retry:<ms>`` at stream start, only when configured.
+- ``requests[]{path, content}``: events on a matching path are checked by a validator built
+  from ``content``; an invalid event is dropped (its id still moves the client's cursor).
+- ``keepalive`` (seconds, default 15, ``0`` off): the comment ``:`` after that much idle time.
+  One :class:`KeepaliveSweep` timer per process visits every open stream; there is no timer
+  and no task per stream.
+- ``initial-comment``: a comment sent right after the headers.
+- ``max-buffered`` (bytes, default 1 MiB): a client whose unsent bytes pass this is closed
+  (``sse.slow_client_closed``, ``ssegate.sse.slow_clients``); it reconnects with its last id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ssegate.bindings.http.routing import Pattern
+from ssegate.bindings.sse.source import SseSource, Subscription
+from ssegate.config.errors import ConfigError, NotSupportedYet
+from ssegate.config.model import Binding
+from ssegate.engine.context import BuildContext
+from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+MAX_LAST_EVENT_ID_BYTES = 254
+DEFAULT_KEEPALIVE = 15.0
+DEFAULT_MAX_BUFFERED = 1024 * 1024
+
+Validator = Callable[[str], str | None]
+"""Returns ``None`` for valid event data, else the reason it is invalid."""
+
+STREAM_HEADERS = [
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache"),
+    ("x-accel-buffering", "no"),
+]
+
+
+class KeepaliveSweep:
+    """One timer that visits every open SSE stream and lets idle ones send a keep-alive.
+
+    Streams mark themselves written on every write; a visit finding a stream unwritten for
+    ``keepalive`` seconds makes it send ``:``. The tick is a quarter of the shortest keep-alive
+    (at most 1 s), so a keep-alive goes out between ``keepalive`` and ``keepalive + tick``.
+    Without a running event loop nothing is scheduled and :meth:`sweep` is called by hand.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.tick = 1.0
+        self._members: set[DownstreamStream] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def add(self, member: DownstreamStream) -> None:
+        self.tick = min(self.tick, max(0.02, member.keepalive / 4))
+        self._members.add(member)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._handle is not None and self._loop is not loop:
+            self._handle.cancel()
+            self._handle = None
+        if self._handle is None:
+            self._loop = loop
+            self._handle = loop.call_later(self.tick, self._fire)
+
+    def discard(self, member: DownstreamStream) -> None:
+        self._members.discard(member)
+        if not self._members and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def sweep(self, now: float | None = None) -> None:
+        """Visit every member once (the timer calls this every tick)."""
+        at = self.clock() if now is None else now
+        for member in list(self._members):
+            member.visit(at)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self.sweep()
+        if self._members and self._loop is not None and not self._loop.is_closed():
+            self._handle = self._loop.call_later(self.tick, self._fire)
+
+
+_shared_sweep = KeepaliveSweep()
+
+
+def shared_sweep() -> KeepaliveSweep:
+    """The process's keep-alive sweep, shared by every sse server binding."""
+    return _shared_sweep
+
+
+@dataclass(frozen=True, slots=True)
+class SseRoute:
+    path: Pattern | None
+    """``None`` matches every path."""
+    source: SseSource
+    guarded: dict[str, list[str]]
+
+
+_PENDING, _OPEN, _CLOSED = 0, 1, 2
+
+
+class DownstreamStream:
+    """One downstream SSE response: the :class:`SseSink` a source writes into."""
+
+    __slots__ = (
+        "_server",
+        "_state",
+        "_stream",
+        "_validator",
+        "_wrote",
+        "idle_since",
+        "keepalive",
+        "last_id",
+        "remote",
+        "subscription",
+    )
+
+    def __init__(
+        self, server: SseServer, stream: ResponseStream, remote: str, validator: Validator | None
+    ) -> None:
+        self._server = server
+        self._stream = stream
+        self._validator = validator
+        self._state = _PENDING
+        self._wrote = False
+        self.idle_since = 0.0
+        self.keepalive = server.keepalive
+        self.last_id: str | None = None
+        self.remote = remote
+        self.subscription: Subscription | None = None
+
+    # -- SseSink ----------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._state == _CLOSED or self._stream.closed
+
+    def open(self) -> None:
+        if self._state != _PENDING or self._stream.closed:
+            return
+        self._state = _OPEN
+        server = self._server
+        self._stream.send_headers(200, STREAM_HEADERS)
+        server.metrics.inc("stream.opens.sent", server.name)
+        server.metrics.gauge("stream.active.sent", server.name, 1)
+        if server.preamble:
+            self._write(server.preamble)
+        if self.keepalive > 0 and self._state == _OPEN:
+            self.idle_since = server.sweep.clock()
+            server.sweep.add(self)
+
+    def event(self, data: str | None, *, event: str | None = None, id: str | None = None) -> None:
+        if self._state == _CLOSED:
+            return
+        if data is not None and self._validator is not None:
+            reason = self._validator(data)
+            if reason is not None:
+                self._server.invalid_event(self.remote, id, reason)
+                if id is None:
+                    return
+                data = event = None
+        if self._state == _PENDING:
+            self.open()
+        if id is not None:
+            self.last_id = id
+        self._write(encode_event(data, event=event, id=id))
+
+    def write_encoded(self, data: bytes) -> None:
+        if self._state == _PENDING:
+            self.open()
+        self._write(data)
+
+    def comment(self, text: str = "") -> None:
+        if self._state == _OPEN:
+            self._write(encode_comment(text))
+
+    def end(self) -> None:
+        if self._state == _CLOSED:
+            return
+        if self._state == _PENDING:
+            self.open()
+        if self._state == _OPEN and not self._stream.closed:
+            self._stream.send_data(b"", end=True)
+            self._server.metrics.inc("stream.closes.sent", self._server.name)
+        self._close()
+
+    def fail(self, status: int, reason: str) -> None:
+        if self._state == _CLOSED:
+            return
+        server = self._server
+        server.metrics.inc("stream.errors.sent", server.name)
+        if self._state == _PENDING and not self._stream.closed:
+            log.warning("sse.refused", binding=server.name, status=status, reason=reason)
+            simple_response(self._stream, status, reason.encode() + b"\n")
+        elif not self._stream.closed:
+            log.warning("sse.aborted", binding=server.name, reason=reason, last_id=self.last_id)
+            self._stream.reset()
+        self._close()
+
+    # -- server side ------------------------------------------------------------------------
+
+    def visit(self, now: float) -> None:
+        """Called by the keep-alive sweep."""
+        if self._wrote:
+            self._wrote = False
+            self.idle_since = now
+        elif now - self.idle_since >= self.keepalive:
+            self._write(encode_comment())
+            self._wrote = False
+            self.idle_since = now
+
+    def stream_closed(self) -> None:
+        """The response stream closed (peer gone, reset, or our own end)."""
+        self._close()
+
+    def _write(self, data: bytes) -> None:
+        stream = self._stream
+        if self._state != _OPEN or stream.closed:
+            return
+        stream.send_data(data)
+        self._wrote = True
+        server = self._server
+        server.metrics.inc("stream.data.sent", server.name, len(data))
+        if stream.buffered > server.max_buffered:
+            server.slow_client(self, stream.buffered)
+            server.metrics.inc("stream.errors.sent", server.name)
+            self._close()
+            stream.reset()
+
+    def _close(self) -> None:
+        if self._state == _CLOSED:
+            return
+        if self._state == _OPEN:
+            self._server.metrics.gauge("stream.active.sent", self._server.name, -1)
+        self._state = _CLOSED
+        self._server.sweep.discard(self)
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            subscription.cancel()
+
+
+class SseServer:
+    """The built ``sse`` server binding (an :class:`HttpHandler`)."""
+
+    def __init__(
+        self,
+        name: str,
+        routes: list[SseRoute],
+        metrics: Metrics,
+        *,
+        retry: int | None = None,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        initial_comment: str | None = None,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+        validators: list[tuple[Pattern, Validator]] | None = None,
+        sweep: KeepaliveSweep | None = None,
+    ) -> None:
+        self.name = name
+        self.routes = routes
+        self.metrics = metrics
+        self.retry = retry
+        self.keepalive = keepalive
+        self.max_buffered = max_buffered
+        self.validators = validators or []
+        self.sweep = sweep if sweep is not None else shared_sweep()
+        preamble = b""
+        if retry is not None:
+            preamble += encode_retry(retry)
+        if initial_comment is not None:
+            preamble += encode_comment(initial_comment)
+        self.preamble = preamble
+
+    def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
+        if request.method != "GET":
+            simple_response(stream, 405, headers=[("allow", "GET")])
+            return
+        path = request.path
+        route = self.route(path)
+        if route is None:
+            simple_response(stream, 404)
+            return
+        last_id = request.headers.get("last-event-id")
+        if last_id is None:
+            last_id = request.query_param("lastEventId")
+        if last_id is not None and len(last_id.encode()) > MAX_LAST_EVENT_ID_BYTES:
+            reason = f"last event id is longer than {MAX_LAST_EVENT_ID_BYTES} bytes"
+            log.warning("sse.bad_last_event_id", binding=self.name, remote=request.remote)
+            self.metrics.inc("stream.errors.sent", self.name)
+            simple_response(stream, 400, reason.encode() + b"\n")
+            return
+        validator = next((v for p, v in self.validators if p.match(path) is not None), None)
+        sink = DownstreamStream(self, stream, request.remote, validator)
+        stream.on_close(sink.stream_closed)
+        try:
+            subscription = route.source.subscribe(request, last_id or None, sink)
+        except Exception as exc:  # a source bug must not take the connection down unanswered
+            log.error("sse.subscribe_failed", binding=self.name, error=repr(exc))
+            sink.fail(500, "internal error")
+            return
+        if sink.closed:
+            subscription.cancel()
+        else:
+            sink.subscription = subscription
+
+    def route(self, path: str) -> SseRoute | None:
+        for route in self.routes:
+            if route.path is None or route.path.match(path) is not None:
+                return route
+        return None
+
+    def slow_client(self, sink: DownstreamStream, buffered: int) -> None:
+        log.warning(
+            "sse.slow_client_closed",
+            binding=self.name,
+            remote=sink.remote,
+            buffered=buffered,
+            limit=self.max_buffered,
+            last_id=sink.last_id,
+        )
+        self.metrics.inc("ssegate.sse.slow_clients", self.name)
+
+    def invalid_event(self, remote: str, id: str | None, reason: str) -> None:
+        log.warning("sse.invalid_event", binding=self.name, remote=remote, id=id, reason=reason)
+        self.metrics.inc("ssegate.sse.invalid_events", self.name)
+
+
+def _json_validator(_content: dict[str, Any], _path: str) -> Validator:
+    def validate(data: str) -> str | None:
+        try:
+            json.loads(data)
+        except ValueError as exc:
+            return f"not JSON: {exc}"
+        return None
+
+    return validate
+
+
+def _string_validator(_content: dict[str, Any], _path: str) -> Validator:
+    return lambda data: None
+
+
+VALIDATOR_FACTORIES: dict[str, Callable[[dict[str, Any], str], Validator]] = {
+    "json": _json_validator,
+    "string": _string_validator,
+}
+"""``requests[].content.model`` → validator factory; schema-backed models register here."""
+
+
+def build(binding: Binding, ctx: BuildContext) -> SseServer:
+    options = binding.options
+    where = f"{binding.path}.options"
+    retry = _number(options, "retry", where, None, integer=True)
+    keepalive = _number(options, "keepalive", where, DEFAULT_KEEPALIVE)
+    max_buffered = _number(options, "max-buffered", where, DEFAULT_MAX_BUFFERED, integer=True)
+    initial_comment = options.get("initial-comment")
+    if initial_comment is not None and (
+        not isinstance(initial_comment, str) or "\n" in initial_comment or "\r" in initial_comment
+    ):
+        raise ConfigError(f"{where}.initial-comment", "must be one line of text")
+    routes: list[SseRoute] = []
+    for route in binding.routes:
+        if not route.exit:
+            continue
+        source = ctx.exit(route.exit)
+        patterns: list[Pattern | None] = [
+            Pattern.compile(str(w["path"]), f"{route.path}.when[{i}].path")
+            for i, w in enumerate(route.when)
+            if "path" in w
+        ] or [None]
+        routes.extend(SseRoute(p, source, dict(route.guarded)) for p in patterns)
+    if binding.exit:
+        routes.append(SseRoute(None, ctx.exit(binding.exit), {}))
+    validators: list[tuple[Pattern, Validator]] = []
+    for index, entry in enumerate(options.get("requests") or []):
+        entry_where = f"{where}.requests[{index}]"
+        content = entry.get("content")
+        if content is None:
+            continue
+        model = content.get("model") if isinstance(content, dict) else content
+        factory = VALIDATOR_FACTORIES.get(str(model))
+        if factory is None:
+            raise NotSupportedYet(f"{entry_where}.content", f"model '{model}' is not supported yet")
+        config = content if isinstance(content, dict) else {"model": model}
+        pattern = Pattern.compile(str(entry.get("path", "*")), f"{entry_where}.path")
+        validators.append((pattern, factory(config, entry_where)))
+    return SseServer(
+        binding.name,
+        routes,
+        ctx.metrics,
+        retry=None if retry is None else int(retry),
+        keepalive=float(keepalive or 0),
+        initial_comment=initial_comment,
+        max_buffered=int(max_buffered or DEFAULT_MAX_BUFFERED),
+        validators=validators,
+    )
+
+
+def _number(
+    options: dict[str, Any], key: str, where: str, default: float | None, *, integer: bool = False
+) -> float | None:
+    value = options.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{where}.{key}", f"{value!r} is not a non-negative number")
+    if integer and not float(value).is_integer():
+        raise ConfigError(f"{where}.{key}", f"{value!r} is not a whole number")
+    return value

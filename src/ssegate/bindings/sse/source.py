@@ -1,0 +1,70 @@
+"""The contract between the ``sse`` server and what it exits to.
+
+The sse server owns the downstream response: its headers, the wire format, keep-alives and the
+slow-client policy. What it exits to (the ``sse`` client that proxies an upstream SSE server,
+later the ``sse-kafka`` proxy) is an :class:`SseSource`: given a request and the resume
+position it starts delivering events into an :class:`SseSink` until the
+:class:`Subscription` is cancelled.
+
+Rules both sides keep:
+
+- Everything is synchronous and non-blocking: a source calls the sink from its own callbacks
+  or tasks; the sink queues bytes and returns at once. A source never awaits the sink.
+- The downstream response headers are held back until the source calls :meth:`SseSink.open`
+  or delivers the first event, so a source that cannot reach its upstream can still answer
+  with an HTTP error through :meth:`SseSink.fail`.
+- After :meth:`SseSink.end` or :meth:`SseSink.fail` the sink ignores further calls, and once
+  ``sink.closed`` is true (the client went away, was too slow, or the stream ended) the source
+  should stop; the server also cancels the subscription then.
+- ``subscribe`` may call ``sink.fail`` before it returns (an immediate refusal).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ssegate.engine.exchange import Request
+
+
+class SseSink(Protocol):
+    """One downstream SSE stream, as a source sees it."""
+
+    def open(self) -> None:
+        """The source is live: send the ``200`` headers now even if no event is ready yet."""
+
+    def event(self, data: str | None, *, event: str | None = None, id: str | None = None) -> None:
+        """Send one event; ``data=None`` sends only ``id`` (moves the client's resume cursor).
+
+        ``event=None`` is the default type ``message``; ``id=None`` leaves the client's last
+        event id as it is, ``id=""`` resets it.
+        """
+
+    def write_encoded(self, data: bytes) -> None:
+        """Send bytes already encoded as whole SSE blocks (shared by many subscribers)."""
+
+    def comment(self, text: str = "") -> None:
+        """Send a comment line (``:text``) and a blank line."""
+
+    def end(self) -> None:
+        """The source finished for good: end the response normally."""
+
+    def fail(self, status: int, reason: str) -> None:
+        """Before anything was sent: answer ``status`` with ``reason``; after: abort the stream."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the stream ended, failed, or the client went away."""
+
+
+class Subscription(Protocol):
+    """A running delivery from a source into one sink."""
+
+    def cancel(self) -> None:
+        """Stop delivering and release what the subscription holds (upstream connection)."""
+
+
+class SseSource(Protocol):
+    """What an sse server route exits to."""
+
+    def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
+        """Start delivering events for ``request`` after ``last_event_id`` into ``sink``."""

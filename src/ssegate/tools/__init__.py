@@ -1,0 +1,1 @@
+"""Small programs that go with ssegate: an example upstream SSE server."""
