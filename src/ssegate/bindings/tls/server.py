@@ -1,0 +1,346 @@
+"""The ``tls`` server binding: the server-side :class:`ssl.SSLContext`, SNI and ALPN routing.
+
+Built once at start-up from ``options{keys, sni, alpn, version, trust, mutual}`` and the vault:
+
+- ``keys``: aliases in the vault's ``keys`` store (absent: every key of the store). With
+  several, the server name a client sends picks the key whose alias or certificate SAN matches
+  it; otherwise the first key answers.
+- ``sni``: the server names accepted. A client naming another one is refused with an
+  ``unrecognized_name`` alert; a client sending no name is accepted (as Zilla does).
+- ``alpn``: the protocols offered, in server preference order. Zilla, without the option,
+  takes whatever the client prefers; ssegate offers what the next ``http`` binding speaks
+  (its ``versions``, default ``h2`` then ``http/1.1``).
+- ``version``: ``TLSv1.2`` or ``TLSv1.3`` pins that version; ``TLS`` (default) allows 1.2 and
+  1.3. Nothing older is ever accepted.
+- ``mutual``: ``required``, ``requested`` or ``none``; with ``trust`` (aliases in the vault's
+  trust store) it defaults to ``required``, as in Zilla.
+
+A failed handshake becomes one ``tls.handshake_failed`` event and the metric
+``ssegate.tls.handshake.failures`` (label ``reason``). asyncio and uvloop only log these at
+debug level, so the context's ``sslobject_class`` reports them from ``do_handshake``; the peer
+address is taken from the handshaking transport where the loop lets Python see it (stdlib
+asyncio) and is ``unknown`` under uvloop. :func:`install_loop_exception_filter` catches the SSL
+reports that do reach the loop's exception handler (debug mode, other loops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography import x509
+
+from ssegate.config.errors import ConfigError
+from ssegate.config.model import Binding
+from ssegate.engine.context import BuildContext
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+from ssegate.vaults.filesystem import FilesystemVault, KeyEntry
+
+FAILURES_METRIC = "ssegate.tls.handshake.failures"
+DEFAULT_ALPN = ("h2", "http/1.1")
+MUTUAL_MODES = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
+VERSIONS = {
+    "TLS": (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.MAXIMUM_SUPPORTED),
+    "TLSv1.2": (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2),
+    "TLSv1.3": (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3),
+}
+_REPORTED = "ssegate_reported"
+
+
+class HandshakeFailures:
+    """Turns a failed handshake into the event and the metric, for one binding."""
+
+    def __init__(self, binding: str, metrics: Metrics | None) -> None:
+        self.binding = binding
+        self.metrics = metrics
+
+    def report(self, peer: str, reason: str, detail: str = "", **fields: Any) -> None:
+        log.event(
+            "tls.handshake_failed",
+            binding=self.binding,
+            level=logging.WARNING,
+            peer=peer,
+            reason=reason,
+            detail=detail,
+            **fields,
+        )
+        if self.metrics is not None:
+            self.metrics.inc(FAILURES_METRIC, self.binding, reason=reason)
+
+
+def reason_of(exc: BaseException) -> str:
+    """A short, bounded reason: OpenSSL's reason code (``wrong_version_number``) if any."""
+    code = getattr(exc, "reason", None)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "certificate_verify_failed"
+    if isinstance(code, str) and code:
+        return code.lower()
+    if isinstance(exc, ConnectionAbortedError) and "handshake" in str(exc):
+        return "handshake_timeout"
+    return type(exc).__name__.lower()
+
+
+class _ReportingSSLObject(ssl.SSLObject):
+    """An SSLObject that reports its own failed handshake before raising it on."""
+
+    failures: HandshakeFailures
+    refused_server_name: str | None = None
+
+    def do_handshake(self) -> None:
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            extra: dict[str, Any] = {}
+            reason = reason_of(exc)
+            if self.refused_server_name is not None:
+                reason = "sni_not_allowed"
+                extra["server_name"] = self.refused_server_name
+            self.failures.report(_handshaking_peer(), reason, str(exc), **extra)
+            setattr(exc, _REPORTED, True)
+            raise
+
+
+def _handshaking_peer() -> str:
+    """The peer of the stdlib SSLProtocol whose ``_do_handshake`` called us, else ``unknown``.
+
+    uvloop's SSL protocol is compiled: no Python frame shows it, and the peer stays unknown.
+    """
+    caller = sys._getframe(2)
+    owner = caller.f_locals.get("self") if caller is not None else None
+    if type(owner).__name__ == "SSLProtocol":
+        transport = getattr(owner, "_transport", None)
+        if transport is not None:
+            return _format_peer(transport.get_extra_info("peername"))
+    return "unknown"
+
+
+def _format_peer(peer: Any) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        host, port = peer[0], peer[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return "unknown" if peer is None else str(peer)
+
+
+@dataclass(frozen=True, slots=True)
+class AlpnRoute:
+    """A route: the ALPN protocols it takes (empty: any), and where it leads."""
+
+    protocols: frozenset[str]
+    exit: str
+
+
+@dataclass(frozen=True, slots=True)
+class TlsServer:
+    name: str
+    ssl_context: ssl.SSLContext
+    exit: str
+    routes: tuple[AlpnRoute, ...]
+    alpn: tuple[str, ...]
+    sni: frozenset[str] | None
+
+    def exit_for_alpn(self, alpn: str | None) -> str:
+        """The binding a connection that negotiated ``alpn`` (None: no ALPN) goes to."""
+        for route in self.routes:
+            if not route.protocols or (alpn is not None and alpn in route.protocols):
+                return route.exit
+        return self.exit
+
+
+def build(binding: Binding, ctx: BuildContext) -> TlsServer:
+    options = binding.options
+    where = f"{binding.path}.options"
+    if not binding.vault:
+        raise ConfigError(f"{binding.path}.vault", "a tls server needs a vault with its keys")
+    vault: FilesystemVault = ctx.vault(binding.vault)
+    entries = _key_entries(vault, options.get("keys"), f"{where}.keys")
+    routes = _routes(binding)
+    exit_name = binding.exit or (routes[-1].exit if routes else None)
+    if exit_name is None:
+        raise ConfigError(f"{binding.path}.exit", "a tls server needs an exit")
+    alpn = _alpn(options.get("alpn"), ctx, exit_name, f"{where}.alpn")
+    sni = _names(options.get("sni"), f"{where}.sni")
+    versions = _versions(options.get("version", "TLS"), f"{where}.version")
+    trust_pem = ""
+    trust = options.get("trust")
+    if trust is not None:
+        trust_pem = vault.trust_pem(_names_list(trust, f"{where}.trust"), path=f"{where}.trust")
+    mutual = str(options.get("mutual", "required" if trust is not None else "none"))
+    if mutual not in MUTUAL_MODES:
+        raise ConfigError(f"{where}.mutual", f"'{mutual}' is not one of required, requested, none")
+    if mutual != "none" and not trust_pem:
+        raise ConfigError(f"{where}.mutual", f"mutual '{mutual}' needs trust certificates")
+
+    failures = HandshakeFailures(binding.name, ctx.metrics)
+    reporting = type("ReportingSSLObject", (_ReportingSSLObject,), {"failures": failures})
+
+    def context_for(entry: KeyEntry, alias: str, path: str) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version, context.maximum_version = versions
+        context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
+        context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+        vault.load_key_into(context, alias, path=path)
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
+        context.verify_mode = MUTUAL_MODES[mutual]
+        if trust_pem:
+            context.load_verify_locations(cadata=trust_pem)
+        context.sslobject_class = reporting
+        return context
+
+    contexts = [context_for(entry, alias, path) for alias, path, entry in entries]
+    primary = contexts[0]
+    by_name = _names_to_contexts([(alias, e) for alias, _, e in entries], contexts)
+    primary.sni_callback = _sni_selector(primary, by_name, sni)
+    return TlsServer(binding.name, primary, exit_name, tuple(routes), alpn, sni)
+
+
+def _key_entries(vault: FilesystemVault, keys: Any, where: str) -> list[tuple[str, str, KeyEntry]]:
+    """``(alias, yaml path, entry)`` for each key named (or every key of the store)."""
+    if keys is None:
+        store = vault.stores.get("keys")
+        if store is None or not store.keys:
+            raise ConfigError(where, f"vault '{vault.name}' has no key to serve")
+        return [(e.alias or "", where, e) for e in store.keys]
+    aliases = _names_list(keys, where)
+    if not aliases:
+        raise ConfigError(where, "at least one key alias is needed")
+    found = []
+    for index, alias in enumerate(aliases):
+        path = f"{where}[{index}]"
+        found.append((alias, path, vault.key(alias, path=path)))
+    return found
+
+
+def _names_to_contexts(
+    entries: list[tuple[str, KeyEntry]], contexts: list[ssl.SSLContext]
+) -> dict[str, ssl.SSLContext]:
+    """Server name (lower case; ``*.example.com`` for wildcards) → context, first key wins."""
+    table: dict[str, ssl.SSLContext] = {}
+    for (alias, entry), context in zip(entries, contexts, strict=True):
+        names = [alias] if alias else []
+        try:
+            san = entry.certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+            names.extend(san.value.get_values_for_type(x509.DNSName))
+        except x509.ExtensionNotFound:
+            pass
+        for name in names:
+            table.setdefault(name.lower().rstrip("."), context)
+    return table
+
+
+def _sni_selector(
+    primary: ssl.SSLContext, by_name: dict[str, ssl.SSLContext], allowed: frozenset[str] | None
+) -> Callable[[ssl.SSLObject, str | None, ssl.SSLContext], int | None]:
+    def select(ssl_object: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> int | None:
+        if server_name is None:
+            return None
+        name = server_name.lower().rstrip(".")
+        if allowed is not None and name not in allowed:
+            if isinstance(ssl_object, _ReportingSSLObject):
+                ssl_object.refused_server_name = server_name
+            return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
+        parent = name.partition(".")[2]
+        chosen = by_name.get(name) or by_name.get(f"*.{parent}")
+        if chosen is not None and chosen is not primary:
+            ssl_object.context = chosen
+        return None
+
+    return select
+
+
+def _routes(binding: Binding) -> list[AlpnRoute]:
+    routes = []
+    for route in binding.routes:
+        if not route.exit:
+            continue
+        protocols: set[str] = set()
+        for index, when in enumerate(route.when):
+            if "alpn" in when:
+                value = when["alpn"]
+                if not isinstance(value, str):
+                    raise ConfigError(f"{route.path}.when[{index}].alpn", "must be a string")
+                protocols.add(value)
+        routes.append(AlpnRoute(frozenset(protocols), route.exit))
+    return routes
+
+
+def _alpn(value: Any, ctx: BuildContext, exit_name: str, where: str) -> tuple[str, ...]:
+    if value is not None:
+        protocols = _names_list(value, where)
+        for index, protocol in enumerate(protocols):
+            if not 0 < len(protocol.encode()) < 256:
+                raise ConfigError(f"{where}[{index}]", "an ALPN protocol is 1 to 255 bytes")
+        return tuple(protocols)
+    try:
+        following = ctx.binding(exit_name)
+    except KeyError:
+        return DEFAULT_ALPN
+    versions = following.options.get("versions") if following.type == "http" else None
+    if not isinstance(versions, list):
+        return DEFAULT_ALPN
+    return tuple(p for p in DEFAULT_ALPN if p in versions) or DEFAULT_ALPN
+
+
+def _versions(value: Any, where: str) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
+    versions = VERSIONS.get(str(value))
+    if versions is None:
+        raise ConfigError(where, f"'{value}' is not one of {', '.join(VERSIONS)}")
+    return versions
+
+
+def _names(value: Any, where: str) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset(name.lower().rstrip(".") for name in _names_list(value, where))
+
+
+def _names_list(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(where, "must be a list of strings")
+    return list(value)
+
+
+def install_loop_exception_filter(
+    loop: asyncio.AbstractEventLoop, metrics: Metrics | None = None
+) -> None:
+    """Report SSL handshake errors that reach ``loop``'s exception handler as events.
+
+    A handshake failure already reported by a tls server is dropped; any other SSL handshake
+    report becomes ``tls.handshake_failed``; everything else goes to the handler that was
+    installed before (or the loop's default handler).
+    """
+    previous = loop.get_exception_handler()
+    if getattr(previous, "filters_tls_handshakes", False):
+        return
+    failures = HandshakeFailures("", metrics)
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        message = str(context.get("message", ""))
+        if isinstance(exc, ssl.SSLError) or (
+            isinstance(exc, OSError) and "SSL handshake" in f"{message} {exc}"
+        ):
+            if not getattr(exc, _REPORTED, False):
+                transport = context.get("transport")
+                peer = transport.get_extra_info("peername") if transport is not None else None
+                failures.report(_format_peer(peer), reason_of(exc), str(exc))
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handle.filters_tls_handshakes = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handle)

@@ -1,0 +1,1 @@
+"""Helpers shipped for tests, examples and benchmarks (keystores for ``localhost``)."""
