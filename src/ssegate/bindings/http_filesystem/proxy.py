@@ -1,0 +1,164 @@
+"""The ``http-filesystem`` proxy binding: maps a request path to a file path.
+
+Routes are ``when[]{path, method}`` and ``with{path}``, for example ``when: [{path: /{path}}]``
+with ``with: {path: ${params.path}}``: ``/css/app.css`` becomes ``css/app.css``. The path
+pattern is matched against the request path without its query string (see
+:mod:`ssegate.bindings.http.routing` for the pattern rules); the first matching route wins and
+its exit, a ``filesystem`` server, serves the rendered path. A route without ``with`` serves
+the request path with its leading ``/`` dropped. No matching route is answered 404.
+
+``/`` itself: as in Zilla, ``/{path}`` does not match ``/`` (a parameter needs at least one
+character), so ``/`` is 404 unless a route names it, e.g. ``when: [{path: /}]`` with
+``with: {path: index.html}``. A rendered path that is empty or ends in ``/`` is served as that
+directory's ``index.html`` by the filesystem server (Zilla would list the directory; ssegate
+never lists directories).
+
+Parameters the http server's routes captured (``request.params``) are available to ``with``
+as well; this binding's own captures take precedence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ssegate.bindings.http.routing import Pattern
+from ssegate.config.errors import ConfigError
+from ssegate.config.model import Binding, Route
+from ssegate.engine.context import BuildContext
+from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.engine.templates import MissingTemplateValue, Template
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+
+class FileServer(Protocol):
+    """What an http-filesystem route exits to (a ``filesystem`` server)."""
+
+    def serve(self, rel_path: str, request: Request, stream: ResponseStream) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Condition:
+    path: Pattern | None
+    method: str | None
+
+    def match(self, request: Request) -> dict[str, str] | None:
+        if self.method is not None and request.method != self.method:
+            return None
+        if self.path is None:
+            return {}
+        return self.path.match(request.path)
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemRoute:
+    conditions: tuple[_Condition, ...]
+    path: Template | None
+    exit: FileServer
+    yaml_path: str
+
+    def match(self, request: Request) -> dict[str, str] | None:
+        if not self.conditions:
+            return {}
+        for condition in self.conditions:
+            params = condition.match(request)
+            if params is not None:
+                return params
+        return None
+
+
+class HttpFilesystemProxy:
+    """Picks a route by path and hands the mapped file path to the filesystem server."""
+
+    def __init__(
+        self, name: str, routes: list[FilesystemRoute], metrics: Metrics | None = None
+    ) -> None:
+        self.name = name
+        self.routes = routes
+        self.metrics = metrics or Metrics()
+
+    def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
+        for route in self.routes:
+            params = route.match(request)
+            if params is not None:
+                break
+        else:
+            self._not_found(request, stream, "no route")
+            return
+        if route.path is None:
+            path = request.path
+            rel_path = path[1:] if path.startswith("/") else path
+        else:
+            try:
+                rel_path = route.path.render({**request.params, **params}, request.identities)
+            except MissingTemplateValue as missing:
+                self._not_found(request, stream, str(missing))
+                return
+        route.exit.serve(rel_path, request, stream)
+
+    def _not_found(self, request: Request, stream: ResponseStream, reason: str) -> None:
+        self.metrics.inc("ssegate.http_filesystem.unrouted", self.name)
+        log.event("http_filesystem.not_found", binding=self.name, path=request.path, reason=reason)
+        simple_response(stream, 404)
+
+
+def _compile_condition(entry: Any, path: str) -> _Condition:
+    if not isinstance(entry, Mapping):
+        raise ConfigError(path, "a condition must be a mapping with 'path' and/or 'method'")
+    unknown = sorted(set(entry) - {"path", "method"})
+    if unknown:
+        raise ConfigError(f"{path}.{unknown[0]}", "unknown condition; use 'path' or 'method'")
+    pattern = entry.get("path")
+    method = entry.get("method")
+    if pattern is not None and not isinstance(pattern, str):
+        raise ConfigError(f"{path}.path", "must be a path pattern like /{path}")
+    if method is not None and not isinstance(method, str):
+        raise ConfigError(f"{path}.method", "must be a method name like GET")
+    return _Condition(
+        Pattern.compile(pattern, f"{path}.path") if pattern is not None else None,
+        method.upper() if method is not None else None,
+    )
+
+
+def _compile_route(route: Route, path: str, ctx: BuildContext) -> FilesystemRoute:
+    conditions = tuple(
+        _compile_condition(entry, f"{path}.when[{n}]") for n, entry in enumerate(route.when)
+    )
+    with_ = route.with_ or {}
+    unknown = sorted(set(with_) - {"path"})
+    if unknown:
+        raise ConfigError(f"{path}.with.{unknown[0]}", "unknown option; only 'path'")
+    template: Template | None = None
+    if "path" in with_:
+        if not isinstance(with_["path"], str):
+            raise ConfigError(f"{path}.with.path", "must be a string")
+        template = Template.compile(with_["path"], f"{path}.with.path")
+        captured = {name for c in conditions if c.path is not None for name in c.path.params}
+        missing = sorted(template.param_names - captured)
+        if missing:
+            # It may still come from the http server's route; if not, requests get 404.
+            log.warning(
+                "http_filesystem.param_not_captured",
+                path=f"{path}.with.path",
+                params=",".join(missing),
+            )
+    if not route.exit:
+        raise ConfigError(f"{path}.exit", "an http-filesystem route needs an exit")
+    exit_ = ctx.exit(route.exit)
+    if not callable(getattr(exit_, "serve", None)):
+        raise ConfigError(f"{path}.exit", f"'{route.exit}' is not a filesystem server")
+    return FilesystemRoute(conditions, template, exit_, path)
+
+
+def build(binding: Binding, ctx: BuildContext) -> HttpFilesystemProxy:
+    routes = [
+        _compile_route(route, route.path or f"{binding.path}.routes[{index}]", ctx)
+        for index, route in enumerate(binding.routes)
+    ]
+    if binding.exit and not any(not r.conditions for r in routes):
+        routes.append(_compile_route(Route(exit=binding.exit), f"{binding.path}.exit", ctx))
+    if not routes:
+        raise ConfigError(f"{binding.path}.routes", "an http-filesystem proxy needs a route")
+    return HttpFilesystemProxy(binding.name, routes, ctx.metrics)

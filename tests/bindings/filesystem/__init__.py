@@ -1,0 +1,1 @@
+"""Filesystem server tests: a package, so this test_server module has its own name."""
