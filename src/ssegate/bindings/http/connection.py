@@ -1,0 +1,150 @@
+"""The protocol a listener creates for every accepted connection: HTTP/1.1 or HTTP/2.
+
+Over TLS the choice is ALPN's: ``h2`` selected means HTTP/2, anything else HTTP/1.1. In
+cleartext the first bytes decide: the HTTP/2 prior-knowledge preface (h2c) hands the connection
+to HTTP/2, anything else to HTTP/1.1. The ``versions`` a server offers are respected: without
+``h2`` the preface is just a bad HTTP/1.1 request (505), and without ``http/1.1`` every HTTP/1.1
+request is answered 505 and the connection closed.
+
+This module also holds what both protocols share: :class:`HttpLimits` and the ``Dispatch``
+callable through which a complete request reaches the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from ssegate.bindings.http.h1 import Http1Protocol
+from ssegate.bindings.http.h2 import H2Protocol
+from ssegate.engine.exchange import Request, ResponseStream
+
+Dispatch = Callable[[Request, bytes, ResponseStream], None]
+"""Answer one complete request: the server's single entry point for both protocols."""
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HTTP_1_1 = "http/1.1"
+H2 = "h2"
+ALL_VERSIONS = frozenset({HTTP_1_1, H2})
+
+_connection_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """Per-connection limits, the same for HTTP/1.1 and HTTP/2 where they apply to both."""
+
+    max_body_bytes: int = 1 << 20
+    """A larger request body is answered 413."""
+    max_header_bytes: int = 16 << 10
+    """Request line (or pseudo-headers) plus headers over this is answered 431."""
+    idle_timeout: float = 60.0
+    """Seconds a connection with no request in flight stays open."""
+    max_concurrent_streams: int = 256
+    """HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``."""
+    initial_window_size: int = 1 << 20
+    """HTTP/2 receive window per stream and for the connection."""
+
+
+class HttpConnectionProtocol(asyncio.Protocol):
+    """Chooses HTTP/1.1 or HTTP/2 for one connection and forwards everything to it."""
+
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        limits: HttpLimits | None = None,
+        versions: frozenset[str] = ALL_VERSIONS,
+    ) -> None:
+        self._dispatch = dispatch
+        self._limits = limits or HttpLimits()
+        self._versions = versions
+        self._connection_id = next(_connection_ids)
+        self._transport: asyncio.Transport | None = None
+        self._scheme = "http"
+        self._inner: asyncio.Protocol | None = None
+        self._sniffed = b""
+        self._write_paused = False
+        self._sniff_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def protocol(self) -> asyncio.Protocol | None:
+        """The HTTP/1.1 or HTTP/2 protocol chosen, once it is chosen."""
+        return self._inner
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = transport = cast(asyncio.Transport, transport)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self._scheme = "https"
+            h2_selected = ssl_object.selected_alpn_protocol() == H2
+            self._choose(h2_selected and H2 in self._versions)
+        elif H2 not in self._versions:
+            self._choose(False)
+        else:
+            loop = asyncio.get_running_loop()
+            self._sniff_timer = loop.call_later(self._limits.idle_timeout, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+            return
+        self._sniffed += data
+        if len(self._sniffed) < len(H2_PREFACE) and H2_PREFACE.startswith(self._sniffed):
+            return
+        sniffed, self._sniffed = self._sniffed, b""
+        self._choose(sniffed.startswith(H2_PREFACE))
+        assert self._inner is not None
+        self._inner.data_received(sniffed)
+
+    def eof_received(self) -> bool | None:
+        if self._inner is not None:
+            return self._inner.eof_received()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_sniff_timer()
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def _choose(self, http2: bool) -> None:
+        self._cancel_sniff_timer()
+        inner: asyncio.Protocol
+        if http2:
+            inner = H2Protocol(
+                self._dispatch,
+                self._limits,
+                scheme=self._scheme,
+                connection_id=self._connection_id,
+            )
+        else:
+            inner = Http1Protocol(
+                self._dispatch,
+                self._limits,
+                scheme=self._scheme,
+                connection_id=self._connection_id,
+                refuse_status=None if HTTP_1_1 in self._versions else 505,
+            )
+        self._inner = inner
+        assert self._transport is not None
+        inner.connection_made(self._transport)
+        if self._write_paused:
+            inner.pause_writing()
+
+    def _cancel_sniff_timer(self) -> None:
+        if self._sniff_timer is not None:
+            self._sniff_timer.cancel()
+            self._sniff_timer = None

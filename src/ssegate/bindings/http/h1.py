@@ -1,0 +1,467 @@
+"""HTTP/1.1 on one connection: ``httptools`` parsing in, :class:`Http1ResponseStream` out.
+
+Requests are answered strictly in order, one response at a time: pipelined requests wait in a
+queue (reading pauses when it is long) until the response before them has ended. A request that
+cannot be parsed is answered, in its turn, with the status it earned and the connection closes:
+400 for a malformed request line or header, 431 for a head over the header limit, 413 for a body
+over the body limit, 505 for an HTTP version other than 1.0 and 1.1.
+
+A response without ``content-length`` that is not ended at once is sent chunked (close-delimited
+for an HTTP/1.0 client). Write backpressure follows the transport: ``pause_writing`` and
+``resume_writing`` are tracked and every ``on_drain`` callback of the response in flight runs on
+resume. A keep-alive connection with no request in flight closes after the idle timeout; a
+streaming response in flight keeps it busy, however quiet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import TYPE_CHECKING, cast
+
+import httptools
+
+from ssegate.engine.exchange import Request
+
+if TYPE_CHECKING:
+    from ssegate.bindings.http.connection import Dispatch, HttpLimits
+
+# Pipelined requests held before reading pauses.
+MAX_QUEUED_REQUESTS = 32
+# Seconds a refused connection keeps draining input before it closes.
+LINGER_SECONDS = 2.0
+_HEADS_WITHOUT_BODY = frozenset({204, 304})
+
+
+class _Rejected(Exception):
+    """Raised from a parser callback to stop parsing; the status is kept on the protocol."""
+
+
+@dataclass(slots=True)
+class _Received:
+    request: Request
+    body: bytes
+    keep_alive: bool
+
+
+@dataclass(slots=True)
+class _Refused:
+    status: int
+    reason: str
+
+
+def reason_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def encode_head(status: int, headers: list[tuple[str, str]], version: str = "1.1") -> bytes:
+    """The status line and header block of a response."""
+    lines = [f"HTTP/{version} {status} {reason_phrase(status)}"]
+    lines.extend(f"{name}: {value}" for name, value in headers)
+    lines.append("\r\n")
+    return "\r\n".join(lines).encode("latin-1")
+
+
+class Http1ResponseStream:
+    """The response to one HTTP/1.1 request; see :class:`ssegate.engine.exchange.ResponseStream`."""
+
+    def __init__(self, connection: Http1Protocol, request: Request, keep_alive: bool) -> None:
+        self._connection = connection
+        self._head_only = request.method == "HEAD"
+        self._http10 = request.version == "1.0"
+        self.keep_alive = keep_alive
+        self._chunked = False
+        self._headers_sent = False
+        self._ended = False
+        self._closed = False
+        self._close_callbacks: list[Callable[[], None]] = []
+        self._drain_callbacks: list[Callable[[], None]] = []
+
+    def send_headers(
+        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
+    ) -> None:
+        if self._headers_sent or self._closed:
+            return
+        self._headers_sent = True
+        names = {name.lower() for name, _ in headers}
+        out = [(n, v) for n, v in headers if n.lower() not in ("connection", "transfer-encoding")]
+        bodiless = self._head_only or status in _HEADS_WITHOUT_BODY or status < 200
+        if end:
+            if "content-length" not in names and not bodiless:
+                out.append(("content-length", "0"))
+        elif "content-length" not in names and not bodiless:
+            if self._http10:
+                self.keep_alive = False
+            else:
+                self._chunked = True
+                out.append(("transfer-encoding", "chunked"))
+        if not self.keep_alive:
+            out.append(("connection", "close"))
+        elif self._http10:
+            out.append(("connection", "keep-alive"))
+        self._connection.write(encode_head(status, out))
+        if end:
+            self._finish()
+
+    def send_data(self, data: bytes, *, end: bool = False) -> None:
+        if self._closed or self._ended:
+            return
+        if not self._headers_sent:
+            self.send_headers(200, [])
+        if data and not self._head_only:
+            if self._chunked:
+                self._connection.write(b"%x\r\n%b\r\n" % (len(data), data))
+            else:
+                self._connection.write(data)
+        if end:
+            if self._chunked and not self._head_only:
+                self._connection.write(b"0\r\n\r\n")
+            self._finish()
+
+    def reset(self) -> None:
+        if not self._closed:
+            self.keep_alive = False
+            self._connection.abort()
+
+    @property
+    def buffered(self) -> int:
+        return self._connection.buffered
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        if self._closed:
+            callback()
+        else:
+            self._close_callbacks.append(callback)
+
+    def on_drain(self, callback: Callable[[], None]) -> None:
+        self._drain_callbacks.append(callback)
+
+    # -- called by the connection -------------------------------------------------------------
+
+    def drained(self) -> None:
+        for callback in list(self._drain_callbacks):
+            callback()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._drain_callbacks.clear()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def _finish(self) -> None:
+        self._ended = True
+        self.close()
+        self._connection.response_ended(self)
+
+
+class Http1Protocol(asyncio.Protocol):
+    """One HTTP/1.x connection: parses requests, hands them to ``dispatch`` one at a time."""
+
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        limits: HttpLimits,
+        *,
+        scheme: str = "http",
+        connection_id: int = 0,
+        refuse_status: int | None = None,
+    ) -> None:
+        self._dispatch = dispatch
+        self._limits = limits
+        self._scheme = scheme
+        self._connection_id = connection_id
+        self._refuse_status = refuse_status
+        """When set, every request is answered with this status (a listener without h1)."""
+        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpRequestParser(self)
+        self._remote = ""
+        self._queue: deque[_Received | _Refused] = deque()
+        self._current: Http1ResponseStream | None = None
+        self._starting = False
+        self._failed = False
+        self._closing = False
+        self._write_paused = False
+        self._read_paused = False
+        self._idle: asyncio.TimerHandle | None = None
+        # The request being parsed.
+        self._url: list[bytes] = []
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body = bytearray()
+        self._head_bytes = 0
+        self._in_head = False
+        self._reject_status = 400
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self._remote = f"{peer[0]}:{peer[1]}"
+        self._arm_idle()
+
+    def data_received(self, data: bytes) -> None:
+        if self._failed or self._closing:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            # Upgrades (h2c, websocket) are not offered: the request was answered as plain
+            # HTTP/1.1, and what follows it is parsed as the next request.
+            self._parser = httptools.HttpRequestParser(self)
+            self.data_received(data[int(upgrade.args[0]) :])
+            return
+        except httptools.HttpParserCallbackError:
+            self._refuse(self._reject_status, "request rejected")
+            return
+        except httptools.HttpParserError as exc:
+            message = str(exc)
+            if "version" in message.lower() or "PRI" in message:
+                self._refuse(505, "HTTP version not supported")
+            else:
+                self._refuse(400, message or "malformed request")
+            return
+        if self._in_head:
+            # A header still arriving in pieces is not reported by the parser yet.
+            self._head_bytes += len(data)
+            if self._head_bytes > 2 * self._limits.max_header_bytes:
+                self._refuse(431, "request header fields too large")
+        self._start_next()
+
+    def eof_received(self) -> bool | None:
+        # A client that half-closes after its request still gets its response, where the
+        # transport can stay open for writing (not over TLS).
+        busy = self._current is not None or bool(self._queue)
+        if busy and self._transport is not None and self._transport.can_write_eof():
+            self._closing = True
+            return True
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._cancel_idle()
+        self._queue.clear()
+        current, self._current = self._current, None
+        if current is not None:
+            current.close()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._current is not None:
+            self._current.drained()
+
+    # -- httptools callbacks ------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url.clear()
+        self._headers = []
+        self._body = bytearray()
+        self._head_bytes = 0
+        self._in_head = True
+
+    def on_url(self, url: bytes) -> None:
+        self._url.append(url)
+        self._count_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        self._count_head(len(name) + len(value) + 4)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._cancel_idle()
+        version = self._parser.get_http_version()
+        if version not in ("1.0", "1.1"):
+            self._reject(505)
+        for name, value in self._headers:
+            if name.lower() != b"content-length":
+                continue
+            if not value.strip().isdigit():
+                self._reject(400)
+            if int(value) > self._limits.max_body_bytes:
+                self._reject(413)
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+        if len(self._body) > self._limits.max_body_bytes:
+            self._reject(413)
+
+    def on_message_complete(self) -> None:
+        request = self._build_request()
+        self._queue.append(_Received(request, bytes(self._body), self._parser.should_keep_alive()))
+        self._body = bytearray()
+        if len(self._queue) >= MAX_QUEUED_REQUESTS and self._transport is not None:
+            self._read_paused = True
+            self._transport.pause_reading()
+
+    # -- what the response stream calls ------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    @property
+    def buffered(self) -> int:
+        if self._transport is None or self._transport.is_closing():
+            return 0
+        return self._transport.get_write_buffer_size()
+
+    def abort(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def response_ended(self, stream: Http1ResponseStream) -> None:
+        if stream is not self._current:
+            return
+        self._current = None
+        if not stream.keep_alive or (self._closing and not self._queue):
+            self._close()
+            return
+        self._start_next()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self._limits.max_header_bytes:
+            self._reject(431)
+
+    def _reject(self, status: int) -> None:
+        self._reject_status = status
+        raise _Rejected(status)
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """Stop reading; answer ``status`` once the responses before it are done, then close."""
+        self._failed = True
+        self._in_head = False
+        self._queue.append(_Refused(status, reason))
+        if self._transport is not None and not self._read_paused:
+            self._read_paused = True
+            self._transport.pause_reading()
+        self._start_next()
+
+    def _build_request(self) -> Request:
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in self._headers:
+            name = raw_name.decode("latin-1").lower()
+            value = raw_value.decode("latin-1")
+            if name in headers:
+                headers[name] += ("; " if name == "cookie" else ", ") + value
+            else:
+                headers[name] = value
+        method = self._parser.get_method().decode("ascii", "replace").upper()
+        return Request(
+            method=method,
+            scheme=self._scheme,
+            authority=headers.get("host", ""),
+            target=b"".join(self._url).decode("latin-1"),
+            headers=headers,
+            version=self._parser.get_http_version(),
+            remote=self._remote,
+            connection_id=self._connection_id,
+        )
+
+    def _start_next(self) -> None:
+        if self._starting:
+            return
+        self._starting = True
+        try:
+            while self._current is None and self._queue and not self._transport_gone():
+                item = self._queue.popleft()
+                if isinstance(item, _Refused):
+                    self._answer_refusal(item)
+                    return
+                self._resume_reading_if_short()
+                if self._refuse_status is not None:
+                    self._answer_refusal(_Refused(self._refuse_status, "HTTP/1.1 not offered"))
+                    return
+                stream = Http1ResponseStream(self, item.request, item.keep_alive)
+                self._current = stream
+                self._dispatch(item.request, item.body, stream)
+            if self._current is None and not self._queue and self._idle is None:
+                self._arm_idle()
+        finally:
+            self._starting = False
+
+    def _answer_refusal(self, refusal: _Refused) -> None:
+        body = f"{refusal.status} {reason_phrase(refusal.status)}: {refusal.reason}\n".encode()
+        headers = [
+            ("content-type", "text/plain; charset=utf-8"),
+            ("content-length", str(len(body))),
+            ("connection", "close"),
+        ]
+        self.write(encode_head(refusal.status, headers) + body)
+        self._linger_close()
+
+    def _resume_reading_if_short(self) -> None:
+        if self._read_paused and not self._failed and len(self._queue) < MAX_QUEUED_REQUESTS // 2:
+            self._read_paused = False
+            if self._transport is not None:
+                self._transport.resume_reading()
+
+    def _transport_gone(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    def _close(self) -> None:
+        self._closing = True
+        self._cancel_idle()
+        if self._transport is not None:
+            self._transport.close()
+
+    def _linger_close(self) -> None:
+        """Close after a refusal without losing it to a reset: the peer may still be sending.
+
+        Closing with unread input makes the kernel send RST, which can discard the answer
+        before the client reads it. So the write side is shut, input is read and dropped, and
+        the connection closes at the peer's EOF or after a short grace period.
+        """
+        transport = self._transport
+        if transport is None or transport.is_closing() or not transport.can_write_eof():
+            self._close()
+            return
+        self._closing = True
+        self._cancel_idle()
+        transport.write_eof()
+        if self._read_paused:
+            self._read_paused = False
+            transport.resume_reading()
+        self._idle = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+
+    def _arm_idle(self) -> None:
+        self._cancel_idle()
+        if self._transport is None or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        self._idle = loop.call_later(self._limits.idle_timeout, self._idle_expired)
+
+    def _cancel_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _idle_expired(self) -> None:
+        self._idle = None
+        if self._current is None and not self._queue:
+            self._close()

@@ -1,0 +1,443 @@
+"""HTTP/2 on one connection: the ``h2`` state machine in, one :class:`H2ResponseStream` per stream.
+
+A request is dispatched when its stream ends (bodies are small). Response data waits in a queue
+per stream while the peer's flow-control window is closed and moves on when a WINDOW_UPDATE or a
+larger ``SETTINGS_INITIAL_WINDOW_SIZE`` opens it; while the transport is paused nothing moves.
+
+Writes are coalesced: every frame produced while one ``data_received`` is handled goes out in
+one ``transport.write`` at its end, and frames produced by handlers at other times are written
+by one flush per event-loop iteration. Connection errors (``h2`` raises them carrying their error
+code) send GOAWAY and close; a response is abandoned with ``RST_STREAM(NO_ERROR)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+from h2.errors import ErrorCodes
+
+from ssegate.bindings.http.h1 import LINGER_SECONDS
+from ssegate.engine.exchange import Request
+from ssegate.telemetry import log
+
+if TYPE_CHECKING:
+    from ssegate.bindings.http.connection import Dispatch, HttpLimits
+
+_CONNECTION_SPECIFIC = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
+)
+_DEFAULT_WINDOW = 65535
+
+
+class H2ResponseStream:
+    """The response on one HTTP/2 stream; see :class:`ssegate.engine.exchange.ResponseStream`."""
+
+    def __init__(self, connection: H2Protocol, stream_id: int, head_only: bool) -> None:
+        self._connection = connection
+        self.stream_id = stream_id
+        self._head_only = head_only
+        self._pending: deque[bytes] = deque()
+        self.pending_size = 0
+        self._end_pending = False
+        self._headers_sent = False
+        self._closed = False
+        self.blocked = False
+        """Data waited for a flow-control window: drain callbacks run once it has all gone."""
+        self._close_callbacks: list[Callable[[], None]] = []
+        self._drain_callbacks: list[Callable[[], None]] = []
+
+    def send_headers(
+        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
+    ) -> None:
+        if self._headers_sent or self._closed:
+            return
+        self._headers_sent = True
+        block = [(b":status", str(status).encode())]
+        for name, value in headers:
+            lower = name.lower()
+            if lower not in _CONNECTION_SPECIFIC:
+                block.append((lower.encode("latin-1"), value.encode("latin-1")))
+        self._connection.send_headers(self, block, end)
+
+    def send_data(self, data: bytes, *, end: bool = False) -> None:
+        if self._closed or self._end_pending:
+            return
+        if not self._headers_sent:
+            self.send_headers(200, [])
+        if data and not self._head_only:
+            self._pending.append(data)
+            self.pending_size += len(data)
+        if end:
+            self._end_pending = True
+        self._connection.pump(self)
+
+    def reset(self) -> None:
+        if not self._closed:
+            self._connection.reset_stream(self, ErrorCodes.NO_ERROR)
+
+    @property
+    def buffered(self) -> int:
+        return self.pending_size + self._connection.transport_buffered
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        if self._closed:
+            callback()
+        else:
+            self._close_callbacks.append(callback)
+
+    def on_drain(self, callback: Callable[[], None]) -> None:
+        self._drain_callbacks.append(callback)
+
+    # -- called by the connection -------------------------------------------------------------
+
+    def next_chunk(self, window: int) -> tuple[bytes, bool] | None:
+        """Up to ``window`` bytes to send and whether they end the stream; None: nothing to do."""
+        if not self._pending:
+            if self._end_pending:
+                return b"", True
+            return None
+        if window <= 0:
+            self.blocked = True
+            return None
+        head = self._pending[0]
+        if len(head) <= window:
+            self._pending.popleft()
+        else:
+            self._pending[0] = head[window:]
+            head = head[:window]
+        self.pending_size -= len(head)
+        return head, self._end_pending and not self._pending
+
+    def drained(self) -> None:
+        self.blocked = False
+        for callback in list(self._drain_callbacks):
+            callback()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pending.clear()
+        self.pending_size = 0
+        self._drain_callbacks.clear()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+class H2Protocol(asyncio.Protocol):
+    """One HTTP/2 connection, server side."""
+
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        limits: HttpLimits,
+        *,
+        scheme: str = "https",
+        connection_id: int = 0,
+    ) -> None:
+        self._dispatch = dispatch
+        self._limits = limits
+        self._scheme = scheme
+        self._connection_id = connection_id
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
+        self._conn = h2.connection.H2Connection(config=config)
+        self._transport: asyncio.Transport | None = None
+        self._remote = ""
+        self._streams: dict[int, H2ResponseStream] = {}
+        self._requests: dict[int, tuple[Request, bytearray]] = {}
+        self._receiving = False
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._closed = False
+        self._idle: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self._remote = f"{peer[0]}:{peer[1]}"
+        codes = h2.settings.SettingCodes
+        self._conn.local_settings = h2.settings.Settings(
+            client=False,
+            initial_values={
+                codes.MAX_CONCURRENT_STREAMS: self._limits.max_concurrent_streams,
+                codes.INITIAL_WINDOW_SIZE: self._limits.initial_window_size,
+                codes.MAX_HEADER_LIST_SIZE: self._limits.max_header_bytes,
+            },
+        )
+        self._conn.initiate_connection()
+        if self._limits.initial_window_size > _DEFAULT_WINDOW:
+            self._conn.increment_flow_control_window(
+                self._limits.initial_window_size - _DEFAULT_WINDOW
+            )
+        self._flush()
+        self._arm_idle()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._receiving = True
+        try:
+            events = self._conn.receive_data(data)
+            for event in events:
+                self._handle(event)
+        except h2.exceptions.ProtocolError as exc:
+            # h2 has already queued GOAWAY with the error's code.
+            log.event("http.h2.protocol_error", remote=self._remote, reason=str(exc))
+            self._receiving = False
+            self._flush()
+            self._close_transport()
+            return
+        finally:
+            self._receiving = False
+        self._flush()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._cancel_idle()
+        self._requests.clear()
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.close()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for stream in list(self._streams.values()):
+            self.pump(stream)
+        self._schedule_flush()
+        for stream in list(self._streams.values()):
+            if not stream.pending_size:
+                stream.drained()
+
+    # -- what response streams call -----------------------------------------------------------
+
+    @property
+    def transport_buffered(self) -> int:
+        if self._transport is None or self._transport.is_closing():
+            return 0
+        return self._transport.get_write_buffer_size()
+
+    def send_headers(
+        self, stream: H2ResponseStream, block: list[tuple[bytes, bytes]], end: bool
+    ) -> None:
+        try:
+            self._conn.send_headers(stream.stream_id, block, end_stream=end)
+        except h2.exceptions.H2Error:
+            self._forget(stream)
+            return
+        if end:
+            self._forget(stream)
+        self._schedule_flush()
+
+    def pump(self, stream: H2ResponseStream) -> None:
+        """Move queued data of ``stream`` into h2 as far as the windows allow."""
+        if self._write_paused or self._closed or stream.closed:
+            return
+        sid = stream.stream_id
+        try:
+            while True:
+                window = min(
+                    self._conn.local_flow_control_window(sid), self._conn.max_outbound_frame_size
+                )
+                chunk = stream.next_chunk(window)
+                if chunk is None:
+                    break
+                data, end = chunk
+                if data:
+                    self._conn.send_data(sid, data, end_stream=end)
+                elif end:
+                    self._conn.end_stream(sid)
+                if end:
+                    self._forget(stream)
+                    break
+        except h2.exceptions.H2Error:
+            self._forget(stream)
+        self._schedule_flush()
+        if stream.blocked and not stream.pending_size and not stream.closed:
+            stream.drained()
+
+    def reset_stream(self, stream: H2ResponseStream, code: ErrorCodes) -> None:
+        with contextlib.suppress(h2.exceptions.H2Error):
+            self._conn.reset_stream(stream.stream_id, error_code=code)
+        self._forget(stream)
+        self._schedule_flush()
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _handle(self, event: h2.events.Event) -> None:
+        if isinstance(event, h2.events.RequestReceived):
+            self._request_received(event)
+        elif isinstance(event, h2.events.DataReceived):
+            self._data_received(event)
+        elif isinstance(event, h2.events.StreamEnded):
+            self._stream_ended(event.stream_id)
+        elif isinstance(event, h2.events.StreamReset):
+            self._requests.pop(event.stream_id, None)
+            stream = self._streams.get(event.stream_id)
+            if stream is not None:
+                self._forget(stream)
+        elif isinstance(event, h2.events.WindowUpdated):
+            if event.stream_id == 0:
+                self._pump_all()
+            elif event.stream_id in self._streams:
+                self.pump(self._streams[event.stream_id])
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            if h2.settings.SettingCodes.INITIAL_WINDOW_SIZE in event.changed_settings:
+                self._pump_all()
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self._flush()
+            self._close_transport()
+
+    def _request_received(self, event: h2.events.RequestReceived) -> None:
+        sid = event.stream_id
+        self._cancel_idle()
+        pseudo: dict[bytes, bytes] = {}
+        headers: dict[str, str] = {}
+        size = 0
+        for raw_name, raw_value in event.headers or []:
+            size += len(raw_name) + len(raw_value) + 32
+            if raw_name.startswith(b":"):
+                pseudo[raw_name] = raw_value
+                continue
+            name = raw_name.decode("latin-1")
+            value = raw_value.decode("latin-1")
+            if name in headers:
+                headers[name] += ("; " if name == "cookie" else ", ") + value
+            else:
+                headers[name] = value
+        method = pseudo.get(b":method", b"GET").decode("latin-1").upper()
+        authority = pseudo.get(b":authority", b"").decode("latin-1") or headers.get("host", "")
+        request = Request(
+            method=method,
+            scheme=pseudo.get(b":scheme", self._scheme.encode()).decode("latin-1"),
+            authority=authority,
+            target=pseudo.get(b":path", b"").decode("latin-1"),
+            headers=headers,
+            version="2",
+            remote=self._remote,
+            connection_id=self._connection_id,
+        )
+        stream = H2ResponseStream(self, sid, head_only=method == "HEAD")
+        self._streams[sid] = stream
+        if size > self._limits.max_header_bytes:
+            self._refuse(stream, 431)
+            return
+        self._requests[sid] = (request, bytearray())
+
+    def _data_received(self, event: h2.events.DataReceived) -> None:
+        sid = event.stream_id
+        self._conn.acknowledge_received_data(event.flow_controlled_length, sid)
+        pending = self._requests.get(sid)
+        if pending is None:
+            return
+        body = pending[1]
+        body += event.data or b""
+        if len(body) > self._limits.max_body_bytes:
+            self._refuse(self._streams[sid], 413)
+
+    def _stream_ended(self, sid: int) -> None:
+        pending = self._requests.pop(sid, None)
+        stream = self._streams.get(sid)
+        if pending is None or stream is None:
+            return
+        request, body = pending
+        self._dispatch(request, bytes(body), stream)
+
+    def _refuse(self, stream: H2ResponseStream, status: int) -> None:
+        """Answer ``status`` before the request is complete and stop the rest of it."""
+        self._requests.pop(stream.stream_id, None)
+        block = [(b":status", str(status).encode()), (b"content-length", b"0")]
+        try:
+            self._conn.send_headers(stream.stream_id, block, end_stream=True)
+            self._conn.reset_stream(stream.stream_id, error_code=ErrorCodes.NO_ERROR)
+        except h2.exceptions.H2Error:
+            pass
+        self._forget(stream)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _pump_all(self) -> None:
+        for stream in list(self._streams.values()):
+            self.pump(stream)
+
+    def _forget(self, stream: H2ResponseStream) -> None:
+        self._streams.pop(stream.stream_id, None)
+        self._requests.pop(stream.stream_id, None)
+        stream.close()
+        if not self._streams and not self._requests:
+            self._arm_idle()
+
+    def _schedule_flush(self) -> None:
+        if self._receiving or self._flush_scheduled or self._closed:
+            return
+        self._flush_scheduled = True
+        asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._closed:
+            return
+        data = self._conn.data_to_send()
+        if data and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def _close_transport(self) -> None:
+        """Close after a GOAWAY without turning it into a reset.
+
+        Frames the peer sent after ours would be unread at close, and the kernel would answer
+        them with RST, which can destroy the GOAWAY before the peer reads it. In cleartext the
+        write side is shut and input is dropped until the peer's EOF or a short grace period.
+        """
+        self._closed = True
+        self._cancel_idle()
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._idle = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+
+    def _arm_idle(self) -> None:
+        self._cancel_idle()
+        if self._transport is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._idle = loop.call_later(self._limits.idle_timeout, self._idle_expired)
+
+    def _cancel_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _idle_expired(self) -> None:
+        self._idle = None
+        if self._streams or self._requests or self._closed:
+            return
+        self._conn.close_connection()
+        self._flush()
+        self._close_transport()

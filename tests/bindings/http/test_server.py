@@ -1,0 +1,185 @@
+"""The http server binding end to end: routing, CORS, errors, metrics, config checks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from ssegate.bindings.http.server import HttpServer, build
+from ssegate.config.errors import ConfigError
+from ssegate.config.model import Binding, Config, Route
+from ssegate.telemetry.metrics import Metrics
+from support.http_servers import ScriptedHandler, read_h1_response, run, serve
+
+NAME = "north_http_server"
+
+
+class FakeContext:
+    """A BuildContext holding already-built exits by name."""
+
+    def __init__(self, exits: dict[str, Any]) -> None:
+        self.exits = exits
+        self.metrics = Metrics()
+        self.config = Config(name="test", bindings={})
+
+    def exit(self, name: str) -> Any:
+        return self.exits[name]
+
+
+def _binding(options: dict[str, Any] | None = None, exit_name: str = "app") -> Binding:
+    routes = [
+        Route(
+            exit=exit_name,
+            when=[{"headers": {":path": "/items/{id}"}}],
+            path=f"bindings.{NAME}.routes[0]",
+        ),
+        Route(exit=exit_name, when=[{"headers": {":path": "/echo"}}]),
+        Route(exit=exit_name, when=[{"headers": {":path": "/stream"}}]),
+        Route(exit=exit_name, when=[{"headers": {":path": "/fail"}}]),
+    ]
+    return Binding(NAME, "http", "server", options=options or {}, routes=routes)
+
+
+CORS = {
+    "access-control": {
+        "policy": "cross-origin",
+        "allow": {
+            "origins": ["https://app.example.com"],
+            "methods": ["GET"],
+            "headers": ["last-event-id"],
+        },
+    }
+}
+
+
+def _server(options: dict[str, Any] | None = None) -> tuple[HttpServer, ScriptedHandler]:
+    handler = ScriptedHandler()
+    ctx = FakeContext({"app": handler})
+    return build(_binding(options), ctx), handler  # type: ignore[arg-type]
+
+
+async def _get(port: int, target: str, headers: str = "", method: str = "GET") -> Any:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"{method} {target} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n".encode())
+    response = await read_h1_response(reader)
+    writer.close()
+    return response
+
+
+def test_a_matching_route_reaches_its_exit_with_captured_params() -> None:
+    server, handler = _server()
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            response = await _get(port, "/items/42?x=1")
+            assert response.status == 404  # the scripted handler knows no /items path
+        assert handler.requests[0].params == {"id": "42"}
+
+    run(scenario)
+
+
+def test_no_route_is_404() -> None:
+    server, handler = _server()
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            assert (await _get(port, "/nowhere")).status == 404
+        assert handler.requests == []
+
+    run(scenario)
+
+
+def test_cors_preflight_is_answered_204_and_a_refused_origin_403() -> None:
+    server, handler = _server(CORS)
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            asked = "Access-Control-Request-Method: GET\r\n"
+            allowed = await _get(
+                port, "/echo", f"Origin: https://app.example.com\r\n{asked}", "OPTIONS"
+            )
+            refused = await _get(
+                port, "/echo", f"Origin: https://evil.example\r\n{asked}", "OPTIONS"
+            )
+            assert allowed.status == 204
+            assert allowed.headers["access-control-allow-origin"] == "https://app.example.com"
+            assert refused.status == 403
+            plain_refused = await _get(port, "/echo", "Origin: https://evil.example\r\n")
+            assert plain_refused.status == 403
+        assert handler.requests == []
+
+    run(scenario)
+
+
+def test_cors_headers_are_added_to_what_the_handler_sends() -> None:
+    server, _ = _server(CORS)
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            response = await _get(port, "/echo", "Origin: https://app.example.com\r\n")
+            assert response.status == 200
+            assert response.headers["access-control-allow-origin"] == "https://app.example.com"
+
+    run(scenario)
+
+
+def test_a_handler_that_raises_is_answered_500_with_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server, _ = _server()
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            assert (await _get(port, "/fail")).status == 500
+            assert (await _get(port, "/echo")).status == 200
+
+    with caplog.at_level(logging.ERROR, logger="ssegate"):
+        run(scenario)
+    failures = [r for r in caplog.records if "http.handler_failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert NAME in failures[0].getMessage()
+    assert failures[0].exc_info is None
+    assert server.metrics.counter("stream.errors.sent", NAME) == 1
+
+
+def test_every_exchange_is_measured_when_it_closes() -> None:
+    server, handler = _server()
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            await _get(port, "/echo")
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            await handler.stream_opened.wait()
+            assert server.metrics.gauge_value("http.active.requests", NAME) == 1
+            handler.streams[0].send_data(b"data:x\n\n", end=True)
+            await read_h1_response(reader)
+            writer.close()
+
+    run(scenario)
+    metrics = server.metrics
+    assert metrics.counter("stream.opens.received", NAME) == 2
+    assert metrics.counter("stream.closes.sent", NAME) == 2
+    assert metrics.gauge_value("http.active.requests", NAME) == 0
+    assert metrics.histograms[("http.duration", (("binding", NAME),))].count == 2
+    sizes = metrics.histograms[("http.response.size", (("binding", NAME),))]
+    assert sizes.total == len(b"/echo") + len(b"data:x\n\n")
+
+
+@pytest.mark.parametrize(
+    ("versions", "message"),
+    [(["h3"], "is not 'http/1.1' or 'h2'"), ([], "non-empty list"), ("h2", "non-empty list")],
+)
+def test_bad_versions_are_a_config_error_with_their_path(versions: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as raised:
+        _server({"versions": versions})
+    assert raised.value.path.startswith(f"bindings.{NAME}.options.versions")
+
+
+def test_an_exit_that_cannot_answer_http_is_a_config_error() -> None:
+    ctx = FakeContext({"app": object()})
+    with pytest.raises(ConfigError, match="cannot answer HTTP requests"):
+        build(_binding(), ctx)  # type: ignore[arg-type]
