@@ -173,7 +173,7 @@ class Runtime:
                     loop, factory, listener.host, listener.port, ssl_context, reuse_port, tcp.name
                 )
                 self._servers.append(server)
-                for sock in server.sockets:
+                for sock in getattr(server, "sockets", None) or ():
                     host, port = sock.getsockname()[:2]
                     self.addresses.append((tcp.name, host, port))
                     log.event(

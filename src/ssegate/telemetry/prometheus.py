@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -101,8 +101,9 @@ class PrometheusEndpoint(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        transport = cast(asyncio.Transport, base)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:

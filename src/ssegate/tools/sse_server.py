@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 from collections import deque
+from typing import cast
 
 import httptools
 
@@ -90,8 +91,9 @@ class _StreamConnection(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._transport: asyncio.Transport | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        transport = cast(asyncio.Transport, base)
         self._transport = transport
         self._server.track(transport, True)
 
@@ -142,7 +144,9 @@ class _PublishConnection(asyncio.Protocol):
         self._pending = b""
         self._transport: asyncio.BaseTransport | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        transport = cast(asyncio.Transport, base)
         self._transport = transport
         self._server.track(transport, True)
 

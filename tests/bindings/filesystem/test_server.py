@@ -359,12 +359,6 @@ def test_a_symlinked_location_is_itself_allowed(site: Path, tmp_path: Path) -> N
     assert _get(_server(tmp_path / "www-link", follow=True), "/index.html").status == 200
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
-def test_an_unreadable_file_is_403(site: Path) -> None:
-    (site / "app.js").chmod(0)
-    assert _get(_server(site), "/app.js").status == 403
-
-
 # -- cache and large files --------------------------------------------------------------------
 
 

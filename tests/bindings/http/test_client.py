@@ -62,7 +62,7 @@ class RawServer(asyncio.Protocol):
         self.response, self.close, self.heads, self.buffer = response, close, heads, b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop transports are not asyncio.Transport subclasses; they behave as one.
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
@@ -169,7 +169,7 @@ class H2Server(asyncio.Protocol):
     seen: list[dict[str, str]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop transports are not asyncio.Transport subclasses; they behave as one.
         self.transport = transport
         config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config=config)

@@ -144,7 +144,7 @@ class ScriptedUpstream(asyncio.Protocol):
         return connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop transports are not asyncio.Transport subclasses; they behave as one.
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:

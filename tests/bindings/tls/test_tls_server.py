@@ -83,7 +83,8 @@ class Accepted(asyncio.Protocol):
 def run(main: Callable[[], Coroutine[Any, Any, Any]], loop_kind: str = "uvloop") -> Any:
     if loop_kind == "uvloop":
         return uvloop.run(main())
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+        return runner.run(main())
 
 
 async def handshake(

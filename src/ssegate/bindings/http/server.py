@@ -39,6 +39,8 @@ class ObservedStream:
         self._access = access
         self.status = 0
         self.sent_bytes = 0
+        self.cors = True
+        """False for answers that carry their own CORS headers (preflights)."""
 
     @property
     def headers_sent(self) -> bool:
@@ -50,7 +52,7 @@ class ObservedStream:
         if self.status:
             return
         self.status = status
-        extra = self._access.response_headers(self._request, headers)
+        extra = self._access.response_headers(self._request, headers) if self.cors else []
         self._stream.send_headers(status, [*headers, *extra] if extra else headers, end=end)
 
     def send_data(self, data: bytes, *, end: bool = False) -> None:
@@ -115,6 +117,7 @@ class HttpServer:
         preflight = self.access.preflight(request)
         if preflight is not None:
             status, headers = preflight
+            observed.cors = False
             simple_response(observed, status, headers=headers)
             return
         if not self.access.allows_request(request):
