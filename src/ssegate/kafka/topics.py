@@ -1,0 +1,83 @@
+"""The contract between the ``sse-kafka`` proxy and the ``kafka`` cache that feeds it.
+
+The ``kafka`` ``cache_client`` binding (what an ``sse-kafka`` route exits to) implements
+:class:`TopicSource`. A subscriber asks for a topic with a start position per partition; the
+cache delivers, per partition and in offset order, first what it holds from that position (or
+what it fetches for it), then live messages, through the subscriber's :class:`TopicListener`.
+One fetch per topic partition per process is shared by every subscriber.
+
+Everything here is called on the event loop thread; listeners must not block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+DefaultOffset = Literal["historical", "live"]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaMessage:
+    """One record of a topic partition, as the broker stored it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    """``None`` is a tombstone."""
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp_ms: int = 0
+
+    def header(self, name: str) -> bytes | None:
+        """The last value of header ``name``, or ``None``."""
+        found = None
+        for key, value in self.headers:
+            if key == name:
+                found = value
+        return found
+
+
+class TopicListener(Protocol):
+    def on_partitions(self, partitions: Sequence[int]) -> None:
+        """The topic's partitions as known now (first, and again when partitions are added)."""
+
+    def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
+        """Messages of one partition in offset order, each delivered once per subscription."""
+
+    def on_skipped(self, partition: int, next_offset: int) -> None:
+        """Offsets up to ``next_offset`` on ``partition`` were passed over (invalid messages,
+        compaction gaps): progress may move there without an event."""
+
+    def on_reset(self, partition: int, requested: int, earliest: int) -> None:
+        """``requested`` is below the partition's log start (retention): delivery starts at
+        ``earliest`` instead. Tells the subscriber, which tells the client."""
+
+    def on_status(self, available: bool, reason: str = "") -> None:
+        """The broker went away (``False``) or came back (``True``); the subscription stays."""
+
+
+class TopicSubscription(Protocol):
+    def cancel(self) -> None: ...
+
+
+class TopicSource(Protocol):
+    def subscribe(
+        self,
+        topic: str,
+        start: Mapping[int, int],
+        listener: TopicListener,
+        *,
+        default: DefaultOffset = "historical",
+    ) -> TopicSubscription:
+        """Deliver ``topic`` to ``listener``: partition ``p`` from offset ``start[p]`` (the next
+        offset to deliver), partitions not in ``start`` from ``default`` (``historical``: the
+        oldest the cache holds, on a compacted topic the latest value per key; ``live``: only
+        messages produced from now on). Raises ``UnknownTopic`` for a topic that does not exist
+        (the proxy answers 404)."""
+
+
+class UnknownTopic(LookupError):
+    """The broker does not know this topic."""
