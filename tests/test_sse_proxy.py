@@ -191,3 +191,43 @@ def test_paths_that_route_nowhere_are_404(stack: Stack) -> None:
             return await client.get(f"https://localhost:{stack.https_port}/no/such/file")
 
     assert asyncio.run(scenario()).status_code == 404
+
+
+def test_sigterm_ends_open_streams_and_exits_0_within_5_seconds(tmp_path: Path) -> None:
+    bundle = make_keystore(tmp_path / "localhost.p12", alias="localhost", password=PASSWORD)
+    https_port, upstream_port, publish_port = free_port(), free_port(), free_port()
+    env = example_env(bundle.keystore, https_port, upstream_port)
+    stack = Stack(https_port, upstream_port, publish_port, bundle.ca_pem)
+    gateway = GatewayProcess(EXAMPLE / "zilla.yaml", env=env)
+
+    async def scenario() -> tuple[int, float, bool]:
+        upstream = ExampleSseServer()
+        await upstream.start(upstream_port, publish_port)
+        try:
+            async with (
+                stack.client(http2=True) as client,
+                client.stream("GET", stack.events_url) as response,
+            ):
+                upstream.publish("hello")
+                reader = EventReader(response)
+                await asyncio.wait_for(reader.read(1), 10)
+                assert gateway.process is not None
+                started = asyncio.get_running_loop().time()
+                gateway.process.terminate()
+                status = await asyncio.to_thread(gateway.process.wait, 10)
+                elapsed = asyncio.get_running_loop().time() - started
+                try:
+                    await asyncio.wait_for(reader.read(1), 5)
+                except (StopAsyncIteration, httpx.HTTPError):
+                    ended = True  # the stream ended (cleanly or by reset)
+                else:
+                    ended = False
+                return status, elapsed, ended
+        finally:
+            await upstream.close()
+
+    with gateway:
+        status, elapsed, ended = asyncio.run(scenario())
+    assert status == 0
+    assert elapsed < 5.0
+    assert ended

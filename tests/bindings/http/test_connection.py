@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from pathlib import Path
 
-from ssegate.bindings.http.connection import H2, HTTP_1_1, HttpConnectionProtocol
+from ssegate.bindings.http.connection import (
+    H2,
+    HTTP_1_1,
+    ConnectionRegistry,
+    HttpConnectionProtocol,
+)
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
 from support.http_certs import client_context, make_self_signed, server_context
 from support.http_servers import H2Client, ScriptedHandler, ended, read_h1_response, run, serve
 
@@ -90,3 +99,34 @@ def test_http_1_1_only_listener_answers_the_h2_preface_with_505() -> None:
             return data
 
     assert run(scenario).startswith(b"HTTP/1.1 505 ")
+
+
+def test_each_connection_is_logged_counted_and_closed_on_shutdown() -> None:
+    metrics = Metrics()
+    registry = ConnectionRegistry("north_http_server", metrics)
+    lines = io.StringIO()
+    log.enable_stdout_events(lines)
+
+    async def scenario() -> None:
+        handler = ScriptedHandler()
+        factory = lambda: HttpConnectionProtocol(handler.handle, registry=registry)  # noqa: E731
+        async with serve(factory) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            await read_h1_response(reader)
+            assert metrics.gauge_value("ssegate.connections.active", "north_http_server") == 1
+            registry.close_all()
+            assert await reader.read() == b""  # the server closed the connection
+            writer.close()
+            await asyncio.sleep(0.05)
+
+    try:
+        run(scenario)
+    finally:
+        log.disable_stdout_events()
+    events = [json.loads(line) for line in lines.getvalue().splitlines()]
+    kinds = [e["event"] for e in events if e["event"].startswith("connection.")]
+    assert kinds == ["connection.opened", "connection.closed"]
+    assert all(e["binding"] == "north_http_server" for e in events if "binding" in e)
+    assert metrics.gauge_value("ssegate.connections.active", "north_http_server") == 0
+    assert metrics.counter("ssegate.connections.opened", "north_http_server") == 1

@@ -21,6 +21,8 @@ from typing import cast
 from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
 from ssegate.engine.exchange import Request, ResponseStream
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
 
 Dispatch = Callable[[Request, bytes, ResponseStream], None]
 """Answer one complete request: the server's single entry point for both protocols."""
@@ -31,6 +33,38 @@ H2 = "h2"
 ALL_VERSIONS = frozenset({HTTP_1_1, H2})
 
 _connection_ids = itertools.count(1)
+
+
+class ConnectionRegistry:
+    """The open connections of one http server: counted, logged, and closed on shutdown."""
+
+    def __init__(self, name: str = "", metrics: Metrics | None = None) -> None:
+        self.name = name
+        self.metrics = metrics
+        self.open: set[HttpConnectionProtocol] = set()
+
+    def opened(self, connection: HttpConnectionProtocol, peer: str, tls: bool) -> None:
+        self.open.add(connection)
+        if self.metrics is not None:
+            self.metrics.inc("ssegate.connections.opened", self.name)
+            self.metrics.gauge("ssegate.connections.active", self.name)
+        log.event(
+            "connection.opened", binding=self.name, id=connection.connection_id, peer=peer, tls=tls
+        )
+
+    def closed(self, connection: HttpConnectionProtocol, error: Exception | None) -> None:
+        if connection not in self.open:
+            return
+        self.open.discard(connection)
+        if self.metrics is not None:
+            self.metrics.gauge("ssegate.connections.active", self.name, -1)
+        reason = f"{type(error).__name__}: {error}" if error else ""
+        log.event("connection.closed", binding=self.name, id=connection.connection_id, error=reason)
+
+    def close_all(self) -> None:
+        """Close every open connection (the gateway is stopping): streams end, sockets flush."""
+        for connection in list(self.open):
+            connection.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +91,10 @@ class HttpConnectionProtocol(asyncio.Protocol):
         dispatch: Dispatch,
         limits: HttpLimits | None = None,
         versions: frozenset[str] = ALL_VERSIONS,
+        registry: ConnectionRegistry | None = None,
     ) -> None:
         self._dispatch = dispatch
+        self._registry = registry
         self._limits = limits or HttpLimits()
         self._versions = versions
         self._connection_id = next(_connection_ids)
@@ -70,6 +106,15 @@ class HttpConnectionProtocol(asyncio.Protocol):
         self._sniff_timer: asyncio.TimerHandle | None = None
 
     @property
+    def connection_id(self) -> int:
+        return self._connection_id
+
+    def close(self) -> None:
+        """Close the connection after what is already queued has been written."""
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    @property
     def protocol(self) -> asyncio.Protocol | None:
         """The HTTP/1.1 or HTTP/2 protocol chosen, once it is chosen."""
         return self._inner
@@ -78,6 +123,10 @@ class HttpConnectionProtocol(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = transport = cast(asyncio.Transport, transport)
         ssl_object = transport.get_extra_info("ssl_object")
+        if self._registry is not None:
+            peer = transport.get_extra_info("peername")
+            where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            self._registry.opened(self, where, ssl_object is not None)
         if ssl_object is not None:
             self._scheme = "https"
             h2_selected = ssl_object.selected_alpn_protocol() == H2
@@ -107,6 +156,8 @@ class HttpConnectionProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_sniff_timer()
+        if self._registry is not None:
+            self._registry.closed(self, exc)
         if self._inner is not None:
             self._inner.connection_lost(exc)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ssegate.bindings.http.connection import (
     ALL_VERSIONS,
+    ConnectionRegistry,
     HttpConnectionProtocol,
     HttpLimits,
 )
@@ -101,14 +102,21 @@ class HttpServer:
         self.metrics = metrics
         self.versions = versions
         self.limits = limits or HttpLimits()
+        self.connections = ConnectionRegistry(name, metrics)
 
     def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
         """What a listener calls for every accepted connection."""
 
         def create() -> asyncio.Protocol:
-            return HttpConnectionProtocol(self.dispatch, self.limits, self.versions)
+            return HttpConnectionProtocol(
+                self.dispatch, self.limits, self.versions, self.connections
+            )
 
         return create
+
+    def close(self) -> None:
+        """The gateway is stopping: close every connection this server holds."""
+        self.connections.close_all()
 
     def dispatch(self, request: Request, body: bytes, stream: ResponseStream) -> None:
         """Answer one request; never raises."""
