@@ -8,10 +8,13 @@ plain objects before the first connection is accepted.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ssegate.config.model import Binding, Component, Config
 from ssegate.telemetry.metrics import Metrics
+
+if TYPE_CHECKING:
+    from ssegate.catalogs import CatalogSet
 
 
 class BuildContext(Protocol):
@@ -29,6 +32,10 @@ class BuildContext(Protocol):
 
     def guard(self, name: str) -> Any:
         """The built guard called ``name``."""
+
+    @property
+    def catalogs(self) -> CatalogSet:
+        """Every catalog of the config, built once (:mod:`ssegate.catalogs`)."""
 
     def component(self, kind: str, name: str) -> Component:
         """The raw config of a guard, vault, catalog or exporter."""

@@ -14,13 +14,16 @@ import importlib
 import os
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssegate.bindings.tcp.server import TcpServer
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Component, Config
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
+
+if TYPE_CHECKING:
+    from ssegate.catalogs import CatalogSet
 
 # (type, kind) → "module:function". Imported on first use, so a config that has no Kafka
 # binding never imports the Kafka client.
@@ -65,6 +68,7 @@ class Runtime:
         self._building: set[str] = set()
         self._vaults: dict[str, Any] = {}
         self._guards: dict[str, Any] = {}
+        self._catalogs: CatalogSet | None = None
         self._servers: list[asyncio.AbstractServer] = []
         self.addresses: list[tuple[str, str, int]] = []
         """``(binding, host, port)`` for every listener opened, with the real port."""
@@ -144,6 +148,14 @@ class Runtime:
                 )
             guard = self._guards[name] = _load(target)(component, self)
         return guard
+
+    @property
+    def catalogs(self) -> CatalogSet:
+        if self._catalogs is None:
+            from ssegate.catalogs import build_catalogs
+
+            self._catalogs = build_catalogs(self._config, self.resolve_path)
+        return self._catalogs
 
     # -- lifecycle ----------------------------------------------------------------------------
 

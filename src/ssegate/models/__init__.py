@@ -1,0 +1,68 @@
+"""Models: what a message must look like (``model`` blocks in ``zilla.yaml``), checked per message.
+
+:func:`build_model` turns one model block (``json``, ``{model: avro, view: json, catalog: ...}``)
+into a :class:`Model`. Building resolves the schema the block names through the
+:class:`~ssegate.catalogs.CatalogSet` (so a bad reference stops start-up with its YAML path);
+after that, :meth:`Model.validate` and :meth:`Model.to_text` are synchronous, need no event loop
+and only touch the network for a schema id never seen before (one bounded GET, then cached).
+
+Models pickle as the arguments that build them (with the catalog set and its cached schemas),
+so a Spark job can ship one to its executors, or rebuild it there from the config.
+
+``json`` (:mod:`~ssegate.models.json_model`), ``avro`` (:mod:`~ssegate.models.avro_model`),
+``string`` (:mod:`~ssegate.models.string_model`); ``protobuf`` is not supported yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ssegate.catalogs import CatalogSet
+from ssegate.config.errors import ConfigError, NotSupportedYet
+from ssegate.models.avro_model import AvroModel
+from ssegate.models.json_model import JsonModel
+from ssegate.models.string_model import StringModel
+
+__all__ = ["AvroModel", "JsonModel", "Model", "StringModel", "build_model", "model_spec"]
+
+
+class Model(Protocol):
+    def validate(self, data: bytes) -> str | None:
+        """``None`` when ``data`` is valid, else a short reason (one line, ≤ ~200 chars)."""
+
+    def to_text(self, data: bytes) -> str:
+        """What an SSE event carries for valid ``data`` (for ``avro`` with ``view: json``, the
+        record as JSON text)."""
+
+
+def model_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A model block in its object form: ``"json"`` becomes ``{"model": "json"}``."""
+    if isinstance(spec, str):
+        return {"model": spec}
+    return dict(spec)
+
+
+def build_model(
+    spec: str | Mapping[str, Any],
+    path: str,
+    catalogs: CatalogSet | None = None,
+    *,
+    topic: str | None = None,
+    role: str = "value",
+) -> Model:
+    """The model a block describes. ``path`` is its YAML path (for ConfigError); ``topic`` and
+    ``role`` (``key`` or ``value``) turn ``{strategy: topic}`` into the subject
+    ``<topic>-<role>``. Raises ConfigError, or NotSupportedYet for ``protobuf``."""
+    block = model_spec(spec)
+    kind = block.get("model")
+    found = catalogs if catalogs is not None else CatalogSet()
+    if kind == "json":
+        return JsonModel(block, path, found, topic, role)
+    if kind == "avro":
+        return AvroModel(block, path, found, topic, role)
+    if kind == "string":
+        return StringModel(block, path)
+    if kind == "protobuf":
+        raise NotSupportedYet(f"{path}.model", "model 'protobuf' is not supported yet")
+    raise ConfigError(f"{path}.model", f"'{kind}' is not a model (json, avro, string)")
