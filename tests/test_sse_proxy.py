@@ -2,11 +2,13 @@
 
 The gateway is a real ``ssegate start`` process on the example config; the upstream is the
 example SSE server, run in the test's own event loop so the test can stop and restart it.
+``/events`` is guarded as in seed 000: clients carry a token signed by the test's EC key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,10 +18,12 @@ import httpx
 import pytest
 
 from ssegate.bench.gateway import GatewayProcess
+from ssegate.demo import EC_KID, example_guard_env
 from ssegate.engine.runtime import free_port
 from ssegate.sse.parser import SseEvent, SseParser
 from ssegate.testing.certs import make_keystore
 from ssegate.tools.sse_server import ExampleSseServer
+from ssegate.tools.token import PrivateKey, generate_key, mint
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sse.proxy"
 PASSWORD = "proxy-secret"
@@ -36,13 +40,36 @@ class Stack:
     def events_url(self) -> str:
         return f"https://localhost:{self.https_port}/events"
 
-    def client(self, *, http2: bool) -> httpx.AsyncClient:
+    def client(self, *, http2: bool, token: str | None = None) -> httpx.AsyncClient:
         context = ssl.create_default_context(cafile=str(self.ca))
-        return httpx.AsyncClient(verify=context, http2=http2, http1=not http2, timeout=10.0)
+        headers = {"authorization": f"Bearer {token or example_token()}"}
+        return httpx.AsyncClient(
+            verify=context, http2=http2, http1=not http2, timeout=10.0, headers=headers
+        )
+
+
+@functools.cache
+def guard_key(kind: str) -> PrivateKey:
+    """The example guard's signing keys for this test session (``rsa`` and ``ec``)."""
+    return generate_key(kind)
+
+
+def example_token(*, ttl: float = 120, scope: str = "proxy:stream") -> str:
+    """A token the example's guard accepts, as seed 000's issuer would sign it."""
+    return mint(
+        guard_key("ec"),
+        kid=EC_KID,
+        sub="tester",
+        scope=scope,
+        ttl=ttl,
+        iss="https://auth.example.com",
+        aud="https://api.example.com",
+    )
 
 
 def example_env(keystore: Path, https_port: int, upstream_port: int) -> dict[str, str]:
     return {
+        **example_guard_env(guard_key("rsa"), guard_key("ec")),
         "SSEGATE_KEYSTORE": str(keystore),
         "KEYSTORE_PASSWORD": PASSWORD,
         "SSEGATE_HOST": "127.0.0.1",
@@ -175,6 +202,26 @@ def test_a_last_event_id_over_254_bytes_is_rejected_with_400(stack: Stack) -> No
             return await client.get(stack.events_url, params={"lastEventId": "x" * 255})
 
     assert asyncio.run(scenario()).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("token", "status"), [("", 401), ("not-a-token", 403), ("scope", 403)], ids=str
+)
+def test_events_need_a_token_with_the_proxy_stream_role(
+    stack: Stack, token: str, status: int
+) -> None:
+    headers = {} if not token else {"authorization": f"Bearer {token}"}
+    if token == "scope":
+        headers["authorization"] = f"Bearer {example_token(scope='other')}"
+
+    async def scenario() -> httpx.Response:
+        async with stack.client(http2=True) as client:
+            client.headers.pop("authorization")
+            return await client.get(stack.events_url, headers=headers)
+
+    response = asyncio.run(scenario())
+    assert response.status_code == status
+    assert response.headers["www-authenticate"].startswith('Bearer realm="authn_jwt"')
 
 
 def test_an_unreachable_upstream_is_502(stack: Stack) -> None:

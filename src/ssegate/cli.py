@@ -92,6 +92,17 @@ def _parser() -> argparse.ArgumentParser:
         pass
     else:
         add_bench_parser(commands)
+
+    try:
+        from ssegate.pipeline.cli import add_pipeline_parser
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        add_pipeline_parser(commands)
+
+    from ssegate.tools.token import add_token_parser
+
+    add_token_parser(commands)
     return parser
 
 

@@ -3,11 +3,20 @@
 It makes a keystore for ``localhost`` (once, under ``.cache/demo``), starts the example
 upstream SSE server, publishes a line to it every second, starts the gateway on
 ``examples/sse.proxy/zilla.yaml`` and prints the URL to open. Ctrl-C stops everything.
+
+The example's ``/events`` is guarded by seed 000's JWT guard. The demo makes the guard's two
+signing keys (RSA ``example`` and EC ``example_ec``, once, under ``.cache/demo``), gives the
+gateway their public halves through the environment (:func:`example_guard_env`), and puts the
+EC private key in the printed URL's fragment (:func:`page_fragment`): the page mints its own
+short-lived tokens with WebCrypto, streams with ``?access_token=``, and answers every challenge.
+That stands in for an authorization server; the fragment never leaves the browser.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import signal
 import socket
@@ -17,8 +26,48 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ssegate.tools.token import (
+    PrivateKey,
+    generate_key,
+    load_private_key,
+    private_jwk,
+    private_pem,
+    public_jwk,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "ssegate-demo"
+RSA_KID = "example"
+EC_KID = "example_ec"
+
+
+def example_guard_env(rsa_key: PrivateKey, ec_key: PrivateKey) -> dict[str, str]:
+    """The environment that gives the example's ``authn_jwt`` guard its public keys."""
+    rsa_jwk = public_jwk(rsa_key, RSA_KID)
+    ec_jwk = public_jwk(ec_key, EC_KID)
+    return {
+        "SSEGATE_JWT_RSA_N": rsa_jwk["n"],
+        "SSEGATE_JWT_EC_X": ec_jwk["x"],
+        "SSEGATE_JWT_EC_Y": ec_jwk["y"],
+    }
+
+
+def page_fragment(ec_key: PrivateKey, *, ttl: int | None = None, answer: bool = True) -> str:
+    """The ``#...`` that lets the example page mint tokens (see ``www/index.html``)."""
+    jwk = json.dumps(private_jwk(ec_key, EC_KID), separators=(",", ":")).encode()
+    fragment = "#key=" + base64.urlsafe_b64encode(jwk).decode().rstrip("=")
+    if ttl is not None:
+        fragment += f"&ttl={ttl}"
+    if not answer:
+        fragment += "&answer=no"
+    return fragment
+
+
+def _demo_key(path: Path, kind: str) -> PrivateKey:
+    if not path.exists():
+        path.write_bytes(private_pem(generate_key(kind)))
+        path.chmod(0o600)
+    return load_private_key(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,8 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         make_keystore(keystore, alias="localhost", password=PASSWORD)
     example = ROOT / "examples" / "sse.proxy"
+    ec_key = _demo_key(workdir / "jwt-ec.pem", "ec")
+    rsa_key = _demo_key(workdir / "jwt-rsa.pem", "rsa")
     env = {
         **os.environ,
+        **example_guard_env(rsa_key, ec_key),
         "SSEGATE_KEYSTORE": str(keystore),
         "KEYSTORE_PASSWORD": PASSWORD,
         "SSEGATE_HOST": "0.0.0.0",
@@ -84,8 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     print(
-        f"ssegate demo: open https://localhost:{args.port}/index.html "
-        "(self-signed certificate: accept it once). Ctrl-C stops.",
+        f"ssegate demo: open https://localhost:{args.port}/index.html{page_fragment(ec_key)}"
+        "\n(self-signed certificate: accept it once; the part after # is a development"
+        " signing key the page uses to mint its tokens). Ctrl-C stops.",
         flush=True,
     )
     tick = 0

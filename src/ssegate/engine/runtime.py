@@ -44,7 +44,7 @@ VAULT_FACTORIES: dict[str, str] = {
     "filesystem": "ssegate.vaults.filesystem:build_vault",
 }
 
-GUARD_FACTORIES: dict[str, str] = {}
+GUARD_FACTORIES: dict[str, str] = {"jwt": "ssegate.guards.jwt_guard:build"}
 
 EXPORTER_STARTERS: dict[str, str] = {
     "stdout": "ssegate.telemetry.stdout:start_stdout",

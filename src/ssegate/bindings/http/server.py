@@ -3,9 +3,14 @@
 :func:`build` resolves everything once at start-up: the compiled routes, the CORS policy, the
 versions offered, and the handler behind every route's exit. :meth:`HttpServer.dispatch` is the
 one place a request is decided: a CORS preflight is answered here, a refused origin gets 403,
-(authorization will decide 401/403 here, before routing), a matching route's handler answers
-on a stream that adds the CORS response headers, and no route is 404. A handler that raises
-becomes a 500 and one log line. Every exchange is measured and logged when its stream closes.
+then ``options.authorization`` looks up each guard's credentials (cookie, header, query) and
+leaves what the guard made of them in ``request.identities`` (a token whose ``kid`` is unknown
+waits, without blocking the connection, for the guard's bounded key-set refetch). Routes are
+then tried in order: the first whose ``when`` matches and whose ``guarded`` accepts the
+identities answers, on a stream that adds the CORS response headers; when routes matched but
+only their guards refused, the answer is 401 (no credentials) or 403 (bad credentials, missing
+roles) with ``www-authenticate``; no route is 404. A handler that raises becomes a 500 and one
+log line. Every exchange is measured and logged when its stream closes.
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ from ssegate.bindings.http.connection import (
     HttpLimits,
 )
 from ssegate.bindings.http.cors import AccessControl
-from ssegate.bindings.http.routing import HttpRoutes
+from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import HttpHandler, Request, ResponseStream, simple_response
+from ssegate.guards import CredentialsRejected, Refusal, answer_refusal, check_guarded
+from ssegate.guards.credentials import CredentialsLookup
+from ssegate.guards.jwt import TokenRejected
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 
@@ -80,6 +88,17 @@ class ObservedStream:
         self._stream.on_drain(callback)
 
 
+class GuardCredentials:
+    """One entry of ``options.authorization``: a built guard and where its credentials are."""
+
+    __slots__ = ("guard", "lookup", "name")
+
+    def __init__(self, name: str, guard: Any, lookup: CredentialsLookup) -> None:
+        self.name = name
+        self.guard = guard
+        self.lookup = lookup
+
+
 class HttpServer:
     """A built ``http`` server binding."""
 
@@ -93,8 +112,10 @@ class HttpServer:
         *,
         versions: frozenset[str] = ALL_VERSIONS,
         limits: HttpLimits | None = None,
+        authorization: list[GuardCredentials] | None = None,
     ) -> None:
         self.name = name
+        self.authorization = authorization or []
         self.routes = routes
         self.access = access
         self.handlers = handlers
@@ -131,11 +152,30 @@ class HttpServer:
         if not self.access.allows_request(request):
             simple_response(observed, 403, b"origin not allowed\n")
             return
-        refusal = self._authorize(request)
-        if refusal is not None:
-            simple_response(observed, refusal, b"unauthorized\n" if refusal == 401 else b"")
+        waiting = self._authorize(request, may_wait=True)
+        if waiting is None:
+            self._route(request, body, observed)
             return
-        match = self.routes.match(request)
+
+        def keys_fetched(_: object) -> None:
+            if not observed.closed:
+                self._authorize(request, may_wait=False)
+                self._route(request, body, observed)
+
+        waiting.add_done_callback(keys_fetched)
+
+    def _route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
+        match: RouteMatch | None = None
+        refusal: Refusal | None = None
+        for candidate in self.routes.candidates(request):
+            refused = check_guarded(request.identities, candidate.guarded)
+            if refused is None:
+                match = candidate
+                break
+            refusal = refusal or refused
+        if match is None and refusal is not None:
+            answer_refusal(observed, refusal, binding=self.name, request=request)
+            return
         handler = None if match is None else self.handlers.get(match.route.exit or "")
         if match is None or handler is None:
             simple_response(observed, 404, b"no route\n")
@@ -157,12 +197,38 @@ class HttpServer:
             else:
                 simple_response(observed, 500, b"internal error\n")
 
-    def _authorize(self, request: Request) -> int | None:
-        """The status refusing ``request`` before routing (401, 403), or None to go on.
+    def _authorize(self, request: Request, *, may_wait: bool) -> asyncio.Future[None] | None:
+        """Fill ``request.identities`` from the configured guards' credentials.
 
-        Guards are not wired yet: every request goes on. This is where ``authorization``
-        will look up credentials and fill ``request.identities``.
+        Returns a key-set fetch to wait for (then call again with ``may_wait=False``) when a
+        token names a ``kid`` its guard does not hold yet and may fetch; else ``None``. The
+        token itself is never logged.
         """
+        for entry in self.authorization:
+            token = entry.lookup.find(request)
+            if token is None:
+                continue
+            try:
+                request.identities[entry.name] = entry.guard.authenticate(token)
+            except TokenRejected as exc:
+                if exc.unknown_kid is not None and may_wait:
+                    waiting: asyncio.Future[None] | None = entry.guard.key_refresh()
+                    if waiting is not None:
+                        return waiting
+                reason = exc.reason
+                key_error = getattr(entry.guard.keys, "last_error", None)
+                if exc.unknown_kid is not None and key_error:
+                    reason += f" (the key set could not be fetched: {key_error})"
+                request.identities[entry.name] = CredentialsRejected(reason)
+                self.metrics.inc("ssegate.guard.rejected", self.name)
+                log.warning(
+                    "http.credentials_rejected",
+                    binding=self.name,
+                    guard=entry.name,
+                    reason=reason,
+                    path=request.path,
+                    remote=request.remote,
+                )
         return None
 
     def _measure(self, request: Request, body: bytes, observed: ObservedStream) -> None:
@@ -220,4 +286,20 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
                     f"'{route.exit}' cannot answer HTTP requests",
                 )
             handlers[route.exit] = handler
-    return HttpServer(binding.name, routes, access, handlers, ctx.metrics, versions=versions)
+    authorization = [
+        GuardCredentials(
+            guard,
+            ctx.guard(guard),
+            CredentialsLookup.from_options(entry, f"{binding.path}.options.authorization.{guard}"),
+        )
+        for guard, entry in (options.get("authorization") or {}).items()
+    ]
+    return HttpServer(
+        binding.name,
+        routes,
+        access,
+        handlers,
+        ctx.metrics,
+        versions=versions,
+        authorization=authorization,
+    )

@@ -7,6 +7,11 @@ without its query (``when[].path`` globs, else 404), reads the resume position (
 bytes is a 400) and subscribes to the route's :class:`~ssegate.bindings.sse.source.SseSource`
 with a :class:`DownstreamStream` as the sink.
 
+A route with ``guarded`` refuses requests its guards do not accept (401/403, see
+:mod:`ssegate.guards`) and keeps the streams it opens authorized: challenge events before the
+token expires, challenge answers (a POST with ``content-type: application/x-challenge-response``
+→ 204), and the end of the stream at ``exp`` (:mod:`ssegate.bindings.sse.authorization`).
+
 Options, Zilla's first then ssegate's own:
 
 - ``retry`` (ms): written once as ``retry:<ms>`` at stream start, only when configured.
@@ -23,18 +28,21 @@ Options, Zilla's first then ssegate's own:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ssegate.bindings.http.routing import Pattern
+from ssegate.bindings.sse.authorization import AuthorizedStreams, StreamAuthorization
 from ssegate.bindings.sse.source import SseSource, Subscription
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.guards import Refusal, answer_refusal, check_guarded
+from ssegate.guards.jwt import JwtIdentity
+from ssegate.guards.session import CHALLENGE_CONTENT_TYPE
 from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
@@ -133,6 +141,7 @@ class DownstreamStream:
         "_stream",
         "_validator",
         "_wrote",
+        "authorization",
         "idle_since",
         "keepalive",
         "last_id",
@@ -153,6 +162,7 @@ class DownstreamStream:
         self.last_id: str | None = None
         self.remote = remote
         self.subscription: Subscription | None = None
+        self.authorization: StreamAuthorization | None = None
 
     # -- SseSink ----------------------------------------------------------------------------
 
@@ -222,6 +232,25 @@ class DownstreamStream:
             self._stream.reset()
         self._close()
 
+    def expire(self, reason: str) -> None:
+        """The stream's authorization ran out: end it (HTTP/2 RST_STREAM, HTTP/1.1 close)."""
+        if self._state == _CLOSED:
+            return
+        server = self._server
+        log.warning(
+            "sse.authorization_expired",
+            binding=server.name,
+            remote=self.remote,
+            reason=reason,
+            last_id=self.last_id,
+        )
+        server.metrics.inc("ssegate.sse.authorization_expired", server.name)
+        if self._state == _PENDING and not self._stream.closed:
+            simple_response(self._stream, 403, reason.encode() + b"\n")
+        elif not self._stream.closed:
+            self._stream.reset()
+        self._close()
+
     # -- server side ------------------------------------------------------------------------
 
     def visit(self, now: float) -> None:
@@ -259,6 +288,9 @@ class DownstreamStream:
             self._server.metrics.gauge("stream.active.sent", self._server.name, -1)
         self._state = _CLOSED
         self._server.sweep.discard(self)
+        authorization, self.authorization = self.authorization, None
+        if authorization is not None:
+            authorization.cancel()
         subscription, self.subscription = self.subscription, None
         if subscription is not None:
             subscription.cancel()
@@ -279,8 +311,12 @@ class SseServer:
         max_buffered: int = DEFAULT_MAX_BUFFERED,
         validators: list[tuple[Pattern, Validator]] | None = None,
         sweep: KeepaliveSweep | None = None,
+        guards: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
+        self.guards = guards or {}
+        """Built guards of the guarded routes, by name (their ``challenge`` is read)."""
+        self.authorized = AuthorizedStreams()
         self.routes = routes
         self.metrics = metrics
         self.retry = retry
@@ -296,6 +332,9 @@ class SseServer:
         self.preamble = preamble
 
     def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
+        if request.method == "POST" and _is_challenge_answer(request):
+            self.answer_challenge(request, stream)
+            return
         if request.method != "GET":
             simple_response(stream, 405, headers=[("allow", "GET")])
             return
@@ -303,6 +342,11 @@ class SseServer:
         route = self.route(path)
         if route is None:
             simple_response(stream, 404)
+            return
+        refusal = check_guarded(request.identities, route.guarded)
+        if refusal is not None:
+            self.metrics.inc("stream.errors.sent", self.name)
+            answer_refusal(stream, refusal, binding=self.name, request=request)
             return
         last_id = request.headers.get("last-event-id")
         if last_id is None:
@@ -324,8 +368,45 @@ class SseServer:
             return
         if sink.closed:
             subscription.cancel()
-        else:
-            sink.subscription = subscription
+            return
+        sink.subscription = subscription
+        grants = {
+            guard: (grant, float(getattr(self.guards.get(guard), "challenge", 0) or 0))
+            for guard in route.guarded
+            if isinstance(grant := request.identities.get(guard), JwtIdentity)
+        }
+        if grants:
+            sink.authorization = self.authorized.start(
+                sink, grants, connection_id=request.connection_id, http2=request.version == "2"
+            )
+
+    def answer_challenge(self, request: Request, stream: ResponseStream) -> None:
+        """A challenge answer: extend this identity's streams (204) or say why not (403)."""
+        route = self.route(request.path)
+        if route is None or not route.guarded:
+            simple_response(stream, 405, headers=[("allow", "GET")])
+            return
+        refusal = check_guarded(request.identities, route.guarded)
+        if refusal is not None:
+            answer_refusal(stream, refusal, binding=self.name, request=request)
+            return
+        extended = 0
+        for guard in route.guarded:
+            fresh = request.identities.get(guard)
+            if not isinstance(fresh, JwtIdentity):
+                continue
+            count, reason = self.authorized.answer(
+                guard, fresh, connection_id=request.connection_id, http2=request.version == "2"
+            )
+            if not count:
+                refused = Refusal(403, guard, reason or "nothing to extend", "invalid_token")
+                answer_refusal(stream, refused, binding=self.name, request=request)
+                return
+            extended += count
+        log.event(
+            "sse.authorization_extended", binding=self.name, streams=extended, remote=request.remote
+        )
+        simple_response(stream, 204)
 
     def route(self, path: str) -> SseRoute | None:
         for route in self.routes:
@@ -349,26 +430,25 @@ class SseServer:
         self.metrics.inc("ssegate.sse.invalid_events", self.name)
 
 
-def _json_validator(_content: dict[str, Any], _path: str) -> Validator:
-    def validate(data: str) -> str | None:
-        try:
-            json.loads(data)
-        except ValueError as exc:
-            return f"not JSON: {exc}"
-        return None
-
-    return validate
+def _is_challenge_answer(request: Request) -> bool:
+    content_type = request.headers.get("content-type", "")
+    return content_type.split(";", 1)[0].strip().lower() == CHALLENGE_CONTENT_TYPE
 
 
-def _string_validator(_content: dict[str, Any], _path: str) -> Validator:
-    return lambda data: None
+def _model_validator(content: dict[str, Any], path: str, ctx: BuildContext) -> Validator:
+    from ssegate.models import build_model
+
+    catalogs = ctx.catalogs if content.get("catalog") else None
+    validate = build_model(content, path, catalogs).validate
+    return lambda data: validate(data.encode())
 
 
-VALIDATOR_FACTORIES: dict[str, Callable[[dict[str, Any], str], Validator]] = {
-    "json": _json_validator,
-    "string": _string_validator,
+VALIDATOR_FACTORIES: dict[str, Callable[[dict[str, Any], str, BuildContext], Validator]] = {
+    "json": _model_validator,
+    "avro": _model_validator,
+    "string": _model_validator,
 }
-"""``requests[].content.model`` → validator factory; schema-backed models register here."""
+"""``requests[].content.model`` → validator factory (:mod:`ssegate.models`, with catalogs)."""
 
 
 def build(binding: Binding, ctx: BuildContext) -> SseServer:
@@ -395,6 +475,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         routes.extend(SseRoute(p, source, dict(route.guarded)) for p in patterns)
     if binding.exit:
         routes.append(SseRoute(None, ctx.exit(binding.exit), {}))
+    guards = {g: ctx.guard(g) for route in routes for g in route.guarded}
     validators: list[tuple[Pattern, Validator]] = []
     for index, entry in enumerate(options.get("requests") or []):
         entry_where = f"{where}.requests[{index}]"
@@ -407,7 +488,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
             raise NotSupportedYet(f"{entry_where}.content", f"model '{model}' is not supported yet")
         config = content if isinstance(content, dict) else {"model": model}
         pattern = Pattern.compile(str(entry.get("path", "*")), f"{entry_where}.path")
-        validators.append((pattern, factory(config, entry_where)))
+        validators.append((pattern, factory(config, f"{entry_where}.content", ctx)))
     return SseServer(
         binding.name,
         routes,
@@ -417,6 +498,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         initial_comment=initial_comment,
         max_buffered=int(max_buffered or DEFAULT_MAX_BUFFERED),
         validators=validators,
+        guards=guards,
     )
 
 

@@ -1,0 +1,85 @@
+"""Guards: who a request is, and whether a ``guarded`` route lets it through.
+
+The http server's ``authorization`` looks credentials up and asks the guard; what it learns is
+left in ``request.identities[guard]``: a :class:`~ssegate.guards.jwt.JwtIdentity` when the token
+verified, a :class:`CredentialsRejected` (with the reason) when credentials were given but did
+not verify, nothing when there were none. :func:`check_guarded` turns that into the answer a
+guarded route gives, Zilla's way: **401** without credentials, **403** with bad credentials or
+without the roles the route names. The same check serves http, sse and sse-kafka routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.telemetry import log
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialsRejected:
+    """Credentials were presented to a guard and refused."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a guarded route turns a request away, and how to answer."""
+
+    status: int
+    guard: str
+    reason: str
+    error: str | None = None
+    """The RFC 6750 error code: ``invalid_token``, ``insufficient_scope``; none for 401."""
+
+    def www_authenticate(self) -> str:
+        """The ``www-authenticate`` value (RFC 6750 §3): no error code without credentials."""
+        value = f'Bearer realm="{self.guard}"'
+        if self.error is not None:
+            description = self.reason.replace("\\", "").replace('"', "'")
+            value += f', error="{self.error}", error_description="{description}"'
+        return value
+
+
+def roles_of(established: object) -> frozenset[str]:
+    roles = getattr(established, "roles", None)
+    return roles if isinstance(roles, frozenset) else frozenset()
+
+
+def check_guarded(
+    identities: Mapping[str, object], guarded: Mapping[str, Sequence[str]]
+) -> Refusal | None:
+    """``None`` when every guard of the route accepts the request with the roles it names."""
+    for guard, required in guarded.items():
+        established = identities.get(guard)
+        if established is None:
+            return Refusal(401, guard, "no credentials")
+        if isinstance(established, CredentialsRejected):
+            return Refusal(403, guard, established.reason, "invalid_token")
+        missing = sorted(set(required) - roles_of(established))
+        if missing:
+            return Refusal(
+                403, guard, f"token lacks roles {' '.join(missing)}", "insufficient_scope"
+            )
+    return None
+
+
+def answer_refusal(
+    stream: ResponseStream, refusal: Refusal, *, binding: str, request: Request
+) -> None:
+    """Log ``refusal`` (never the token) and answer it with ``www-authenticate``."""
+    log.warning(
+        "guard.refused",
+        binding=binding,
+        guard=refusal.guard,
+        status=refusal.status,
+        reason=refusal.reason,
+        method=request.method,
+        path=request.path,
+        remote=request.remote,
+    )
+    body = ("unauthorized" if refusal.status == 401 else "forbidden") + f": {refusal.reason}\n"
+    headers = [("www-authenticate", refusal.www_authenticate())]
+    simple_response(stream, refusal.status, body.encode(), headers)

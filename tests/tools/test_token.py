@@ -1,0 +1,47 @@
+"""``ssegate token``: keygen, jwks and signing, through the real command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ssegate.cli import main
+from ssegate.guards.jwks import KeySet, parse_jwks
+from ssegate.guards.jwt import ClaimsPolicy
+from ssegate.guards.jwt_guard import JwtGuard
+
+
+@pytest.mark.parametrize("kind", ["rsa", "ec", "ed25519"])
+def test_a_signed_token_verifies_against_the_printed_jwks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    pem = tmp_path / "key.pem"
+    assert main(["token", "keygen", "--type", kind, "--out", str(pem)]) == 0
+    assert pem.stat().st_mode & 0o777 == 0o600
+    capsys.readouterr()
+    assert main(["token", "jwks", "--key", str(pem), "--kid", "k1"]) == 0
+    keys = parse_jwks(json.loads(capsys.readouterr().out))
+    args = ["token", "--key", str(pem), "--kid", "k1", "--sub", "bob", "--scope", "a b"]
+    assert main([*args, "--ttl", "30", "--iss", "https://i", "--aud", "https://a"]) == 0
+    signed = capsys.readouterr().out.strip()
+    guard = JwtGuard("g", KeySet(keys), ClaimsPolicy(issuer="https://i", audience="https://a"))
+    identity = guard.authenticate(signed)
+    assert (identity.identity, identity.roles) == ("bob", {"a", "b"})
+
+
+def test_signing_without_a_key_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["token", "--kid", "k1"])
+    assert exited.value.code == 2
+    assert "--key and --kid are required" in capsys.readouterr().err
+
+
+def test_an_unreadable_key_file_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a key")
+    assert main(["token", "--key", str(bad), "--kid", "k"]) == 2
+    assert capsys.readouterr().err.startswith("ssegate: cannot read the key")
