@@ -38,6 +38,9 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("filesystem", "server"): "ssegate.bindings.filesystem.server:build",
     ("sse", "server"): "ssegate.bindings.sse.server:build",
     ("sse", "client"): "ssegate.bindings.sse.client:build",
+    ("kafka", "client"): "ssegate.bindings.kafka.client:build",
+    ("kafka", "cache_server"): "ssegate.bindings.kafka.cache_server:build",
+    ("kafka", "cache_client"): "ssegate.bindings.kafka.cache_client:build",
 }
 
 VAULT_FACTORIES: dict[str, str] = {

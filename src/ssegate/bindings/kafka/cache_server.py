@@ -1,0 +1,345 @@
+"""The ``kafka`` cache_server binding: the process's one reader of each Kafka topic partition.
+
+Design:
+
+- **One fetch per topic partition per process.** A :class:`KafkaCacheServer` owns one
+  :class:`~.fetcher.FetchThread`: librdkafka's blocking consumer runs there, never on the event
+  loop. A topic is started the first time it is subscribed to (or at start for
+  ``options.bootstrap``): every partition is ``assign``\\ ed once, at explicit offsets (the log
+  start for ``defaultOffset: historical``, the default, or the end for ``live``), with no
+  consumer group commits. Partitions added later are found by a metadata refresh every few
+  seconds and fetched from their start.
+- **Hand-over.** Each pass of the thread (one ``consume`` call per consumer) becomes one
+  ``call_soon_threadsafe`` callback carrying per-partition batches; on the loop the batch is
+  appended to the partition's cache and handed, as one list, to every live subscriber
+  (:mod:`~.topic_feed`): one ``on_messages`` call per subscriber per batch.
+- **Cache.** Per partition, bounded by ``cache.max-bytes`` (per topic, split evenly over its
+  partitions) and ``cache.max-age``; compacted topics (``cleanup.policy`` read with the admin
+  API) keep the latest value per key (:mod:`~.partition_cache`).
+- **Late subscribers** replay from the cache, in chunks, then go live. A subscriber asking for
+  an offset older than the cache holds is served by the thread's single **catch-up reader** (a
+  second consumer, assigned only partitions someone needs history for, from the oldest offset
+  needed) until it reaches the cache, then replays and goes live. An offset below the log start
+  is reported with ``on_reset`` and served from the log start.
+- **Broker outages** leave every subscription open: subscribers get ``on_status(False, reason)``,
+  librdkafka reconnects with backoff, the consumers keep their positions, and delivery resumes
+  where it stopped after ``on_status(True)``.
+- **Invalid messages** (a topic's ``key``/``value`` model refuses them; the check runs in the
+  thread) are skipped for every subscriber, logged, counted, and progress moves past them.
+
+Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.cache.bytes``,
+``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
+``ssegate.kafka.invalid_messages``, ``ssegate.kafka.fetch.assignments``,
+``ssegate.kafka.resets``; ``ssegate.kafka.broker.available`` (1 or 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ssegate.bindings.kafka.client import KafkaClient
+from ssegate.bindings.kafka.fetch_events import (
+    BrokerStatus,
+    CatchUp,
+    CatchUpAtEnd,
+    CatchUpReset,
+    EndCatchUp,
+    Event,
+    Fetched,
+    PartitionsAdded,
+    StartTopic,
+    TopicMissing,
+    TopicsListed,
+    TopicStarted,
+)
+from ssegate.bindings.kafka.fetcher import FetchThread
+from ssegate.bindings.kafka.message_check import MessageCheck, all_of
+from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
+from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
+from ssegate.config.errors import ConfigError
+from ssegate.config.model import Binding
+from ssegate.engine.context import BuildContext
+from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription, UnknownTopic
+from ssegate.models.topics import build_topic_checks
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+NEGATIVE_LOOKUP_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CacheBounds:
+    max_bytes: int = DEFAULT_MAX_BYTES
+    """Per topic, split evenly over its partitions."""
+    max_age: float = DEFAULT_MAX_AGE
+
+
+class KafkaCacheServer:
+    """Implements :class:`~ssegate.kafka.topics.TopicSource` for the whole process."""
+
+    def __init__(
+        self,
+        name: str,
+        client: KafkaClient,
+        *,
+        bootstrap: Iterable[str] = (),
+        default_offsets: Mapping[str, DefaultOffset] | None = None,
+        checks: Mapping[str, MessageCheck] | None = None,
+        bounds: CacheBounds | None = None,
+        metrics: Metrics | None = None,
+        metadata_interval: float = 5.0,
+    ) -> None:
+        self.name = name
+        self.client = client
+        self.bootstrap = tuple(bootstrap)
+        self.default_offsets = dict(default_offsets or {})
+        self.bounds = bounds or CacheBounds()
+        self.metrics = metrics or Metrics()
+        self._checks: dict[str, MessageCheck] = dict(checks or {})
+        self._fetcher = FetchThread(
+            client, self._from_thread, self._checks, metadata_interval=metadata_interval,
+            name=f"kafka-fetch-{name}",
+        )  # fmt: skip
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._feeds: dict[str, TopicFeed] = {}
+        self._known_topics: frozenset[str] = frozenset()
+        self._missing: dict[str, float] = {}
+        self._warned_missing: set[str] = set()
+        self._available = True
+        self._reason = ""
+        self._closed = False
+        self.metrics.gauge("ssegate.kafka.broker.available", name, 1.0)
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def add_check(self, topic: str, check: MessageCheck) -> None:
+        """Also refuse messages of ``topic`` that ``check`` refuses (a cache client's models)."""
+        existing = self._checks.get(topic)
+        self._checks[topic] = all_of([existing, check]) if existing else check  # type: ignore[assignment]
+
+    def start(self) -> None:
+        """Start the fetch thread and the ``bootstrap`` topics; needs the running loop."""
+        if self._loop is not None or self._closed:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._fetcher.start()
+        for topic in self.bootstrap:
+            self._feed(topic)
+
+    # -- TopicSource ---------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topic: str,
+        start: Mapping[int, int],
+        listener: TopicListener,
+        *,
+        default: DefaultOffset = "historical",
+    ) -> TopicSubscription:
+        self.start()
+        feed = self._feeds.get(topic)
+        if feed is None:
+            if not self._exists(topic):
+                raise UnknownTopic(topic)
+            feed = self._feed(topic)
+        subscription = feed.subscribe(listener, start, default)
+        self.metrics.gauge("ssegate.kafka.subscribers", self.name, 1.0, topic=topic)
+        return subscription
+
+    def _exists(self, topic: str) -> bool:
+        if topic in self._known_topics:
+            return True
+        refused_at = self._missing.get(topic)
+        if refused_at is not None and time.monotonic() - refused_at < NEGATIVE_LOOKUP_SECONDS:
+            return False
+        found = self._fetcher.topic_exists(topic)
+        if found is False:
+            self._missing[topic] = time.monotonic()
+            return False
+        return True  # found, or the broker cannot say now: wait for it like any subscriber
+
+    def _feed(self, topic: str) -> TopicFeed:
+        feed = self._feeds.get(topic)
+        if feed is None:
+            hooks = FeedHooks(
+                schedule=self._schedule,
+                catch_up=self._catch_up,
+                end_catch_up=self._end_catch_up,
+                now=time.monotonic,
+                on_fetched=self._count_fetched,
+                subscribers_changed=self._count_subscribers,
+            )
+            feed = TopicFeed(
+                topic, hooks, max_bytes=self.bounds.max_bytes, max_age=self.bounds.max_age
+            )
+            if not self._available:
+                feed.on_status(False, self._reason)
+            self._feeds[topic] = feed
+            default = self.default_offsets.get(topic, "historical")
+            self._fetcher.send(StartTopic(topic, default))
+        return feed
+
+    # -- hooks the feeds call ------------------------------------------------------------------
+
+    def _schedule(self, step: Any) -> None:
+        assert self._loop is not None
+        self._loop.call_soon(step)
+
+    def _catch_up(self, topic: str, partition: int, offset: int, ticket: int) -> None:
+        self.metrics.inc("ssegate.kafka.catch_up.requests", self.name, topic=topic)
+        self._fetcher.send(CatchUp(topic, partition, offset, ticket))
+
+    def _end_catch_up(self, topic: str, partition: int) -> None:
+        self._fetcher.send(EndCatchUp(topic, partition))
+
+    def _count_fetched(
+        self, topic: str, batch: Fetched, evicted: int, freed: int, grown: int
+    ) -> None:
+        metrics = self.metrics
+        received = len(batch.messages) + len(batch.invalid)
+        metrics.inc("ssegate.kafka.messages.received", self.name, received, topic=topic)
+        if grown:
+            metrics.gauge("ssegate.kafka.cache.bytes", self.name, grown, topic=topic)
+        if evicted:
+            metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
+        for offset, reason in batch.invalid:
+            metrics.inc("ssegate.kafka.invalid_messages", self.name, topic=topic)
+            log.warning(
+                "kafka.invalid_message",
+                binding=self.name,
+                message=f"Skipping invalid message on topic {topic}, partition"
+                f" {batch.partition}, offset {offset}",
+                reason=reason,
+            )
+
+    def _count_subscribers(self, topic: str, delta: int) -> None:
+        self.metrics.gauge("ssegate.kafka.subscribers", self.name, float(delta), topic=topic)
+
+    # -- events from the fetch thread ----------------------------------------------------------
+
+    def _from_thread(self, events: list[Event]) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed as the thread finished
+                loop.call_soon_threadsafe(self._on_events, events)
+
+    def _on_events(self, events: list[Event]) -> None:
+        if self._closed:
+            return
+        for event in events:
+            if isinstance(event, Fetched):
+                feed = self._feeds.get(event.topic)
+                if feed is not None:
+                    feed.on_fetched(event)
+            elif isinstance(event, TopicStarted):
+                self._on_started(event)
+            elif isinstance(event, PartitionsAdded):
+                self.metrics.inc(
+                    "ssegate.kafka.fetch.assignments", self.name, len(event.starts),
+                    topic=event.topic,
+                )  # fmt: skip
+                log.event("kafka.partitions_added", binding=self.name, topic=event.topic,
+                          partitions=sorted(event.starts))  # fmt: skip
+                self._feeds[event.topic].on_partitions_added(event.starts)
+            elif isinstance(event, CatchUpReset):
+                self.metrics.inc("ssegate.kafka.resets", self.name, topic=event.topic)
+                log.warning("kafka.offset_reset", binding=self.name, topic=event.topic,
+                            partition=event.partition, requested=event.requested,
+                            earliest=event.earliest)  # fmt: skip
+                self._feeds[event.topic].on_catch_up_reset(event)
+            elif isinstance(event, CatchUpAtEnd):
+                self._feeds[event.topic].on_catch_up_at_end(event)
+            elif isinstance(event, BrokerStatus):
+                self._on_status(event)
+            elif isinstance(event, TopicsListed):
+                self._known_topics = event.names
+                self._evict_idle()
+            elif isinstance(event, TopicMissing) and event.topic not in self._warned_missing:
+                self._warned_missing.add(event.topic)
+                log.warning("kafka.topic_missing", binding=self.name, topic=event.topic,
+                            reason=event.reason)  # fmt: skip
+
+    def _on_started(self, event: TopicStarted) -> None:
+        self.metrics.inc(
+            "ssegate.kafka.fetch.assignments", self.name, len(event.starts), topic=event.topic
+        )
+        log.event("kafka.topic_started", binding=self.name, topic=event.topic,
+                  partitions=len(event.starts), compacted=event.compacted)  # fmt: skip
+        self._warned_missing.discard(event.topic)
+        self._feeds[event.topic].on_started(event.starts, event.ends, event.compacted)
+
+    def _on_status(self, event: BrokerStatus) -> None:
+        self._available = event.available
+        self._reason = event.reason
+        self.metrics.gauge("ssegate.kafka.broker.available", self.name,
+                           1.0 if event.available else -1.0)  # fmt: skip
+        if event.available:
+            log.event("kafka.broker_up", binding=self.name, servers=",".join(self.client.servers))
+        else:
+            log.warning("kafka.broker_down", binding=self.name, reason=event.reason,
+                        servers=",".join(self.client.servers))  # fmt: skip
+        for feed in self._feeds.values():
+            feed.on_status(event.available, event.reason)
+
+    def _evict_idle(self) -> None:
+        for topic, feed in self._feeds.items():
+            evicted, freed = feed.evict()
+            if evicted:
+                self.metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
+                self.metrics.gauge("ssegate.kafka.cache.bytes", self.name, -freed, topic=topic)
+
+    # -- stop ----------------------------------------------------------------------------------
+
+    @property
+    def fetch_assignments(self) -> int:
+        """Partitions the shared fetch was assigned since start (one per topic partition)."""
+        return self._fetcher.assignments
+
+    async def close(self) -> None:
+        """Stop the fetch thread and close its consumers."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._fetcher.started:
+            await asyncio.get_running_loop().run_in_executor(None, self._fetcher.stop)
+
+
+def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
+    options = binding.options
+    where = f"{binding.path}.options"
+    if binding.exit is None:
+        raise ConfigError(f"{binding.path}.exit", "a kafka cache_server exits to a kafka client")
+    client = ctx.exit(binding.exit)
+    if not isinstance(client, KafkaClient):
+        raise ConfigError(f"{binding.path}.exit", f"'{binding.exit}' is not a kafka client")
+    topics = list(options.get("topics") or ())
+    defaults: dict[str, DefaultOffset] = {}
+    for topic in topics:
+        defaults[str(topic["name"])] = (
+            "live" if topic.get("defaultOffset") == "live" else "historical"
+        )
+    cache = options.get("cache") or {}
+    max_bytes = int(cache.get("max-bytes", DEFAULT_MAX_BYTES))
+    max_age = float(cache.get("max-age", DEFAULT_MAX_AGE))
+    if max_bytes < 1:
+        raise ConfigError(f"{where}.cache.max-bytes", "must be at least 1")
+    server = KafkaCacheServer(
+        binding.name,
+        client,
+        bootstrap=[str(t) for t in options.get("bootstrap") or ()],
+        default_offsets=defaults,
+        checks=build_topic_checks(topics, f"{where}.topics", ctx),
+        bounds=CacheBounds(max_bytes, max_age),
+        metrics=ctx.metrics,
+    )
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return server  # started by the first subscribe, on the loop
+    server.start()
+    return server

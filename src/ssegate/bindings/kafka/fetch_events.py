@@ -1,0 +1,130 @@
+"""What the fetch thread and the event loop tell each other: plain immutable values.
+
+Commands go from the loop to the thread (:class:`StartTopic`, :class:`CatchUp`,
+:class:`EndCatchUp`); events come back, in the order they happened, as one list per hand-over
+(:class:`TopicStarted`, :class:`PartitionsAdded`, :class:`Fetched`, :class:`CatchUpReset`,
+:class:`CatchUpAtEnd`, :class:`BrokerStatus`, :class:`TopicsListed`, :class:`TopicMissing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ssegate.kafka.topics import DefaultOffset, KafkaMessage
+
+# -- commands: loop → thread -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartTopic:
+    """Start the shared fetch of ``topic``: every partition, from the log start
+    (``historical``) or from the end (``live``)."""
+
+    topic: str
+    default: DefaultOffset
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """Read ``topic``/``partition`` from ``offset`` with the catch-up reader (rewinding it if it
+    is further on)."""
+
+    topic: str
+    partition: int
+    offset: int
+    ticket: int
+    """Increases with every request for the partition; catch-up events carry the ticket of the
+    latest request applied before they were read, so the loop knows whom they are for."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndCatchUp:
+    topic: str
+    partition: int
+
+
+Command = StartTopic | CatchUp | EndCatchUp
+
+# -- events: thread → loop ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStarted:
+    topic: str
+    starts: Mapping[int, int]
+    """Partition → the offset the shared fetch starts at."""
+    ends: Mapping[int, int]
+    """Partition → its end (high watermark) when the fetch started: where ``live`` begins."""
+    compacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMissing:
+    topic: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsAdded:
+    topic: str
+    starts: Mapping[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """Consecutive records of one partition, as one consume call returned them."""
+
+    topic: str
+    partition: int
+    messages: list[KafkaMessage]
+    """The valid ones, offsets ascending."""
+    next_offset: int
+    """One past the last record fetched, valid or not."""
+    invalid: list[tuple[int, str]] = field(default_factory=list)
+    """``(offset, reason)`` of records the topic's check refused."""
+    catch_up: bool = False
+    """Read by the catch-up reader, not by the shared fetch."""
+    ticket: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpReset:
+    topic: str
+    partition: int
+    requested: int
+    earliest: int
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpAtEnd:
+    """The catch-up reader reached the end of the partition, at ``offset``."""
+
+    topic: str
+    partition: int
+    offset: int
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    available: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsListed:
+    names: frozenset[str]
+
+
+Event = (
+    TopicStarted
+    | TopicMissing
+    | PartitionsAdded
+    | Fetched
+    | CatchUpReset
+    | CatchUpAtEnd
+    | BrokerStatus
+    | TopicsListed
+)

@@ -1,0 +1,372 @@
+"""The thread edge between librdkafka's blocking consumer and the event loop.
+
+One :class:`FetchThread` per cache server runs two consumers, both positioned by ``assign``
+with explicit offsets and never committing:
+
+- the *shared fetch*: every partition of every started topic, once, from the offset the topic
+  started at, for as long as the process runs;
+- the *catch-up reader*: only partitions some subscriber needs from before what the cache
+  holds, from the oldest such offset, until the loop says it is no longer needed.
+
+Each pass of the thread applies the loop's commands, refreshes metadata when due (new
+partitions, the cluster's topic names, broker availability), then calls ``consume`` on each
+consumer and groups the records by partition into :class:`~.fetch_events.Fetched` values
+(running the topic's :data:`~.message_check.MessageCheck` here, off the loop). Everything one
+pass produced goes to the loop in one ``call_soon_threadsafe`` call.
+
+The broker going away is seen through librdkafka's ``error_cb`` (all brokers down) or a failing
+metadata request; it is back when a metadata request answers again. librdkafka reconnects by
+itself and the consumers keep their positions, so nothing is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, untyped
+    AdminClient,
+    ConfigResource,
+)
+
+from ssegate.bindings.kafka.client import KafkaClient
+from ssegate.bindings.kafka.fetch_events import (
+    BrokerStatus,
+    CatchUp,
+    CatchUpAtEnd,
+    CatchUpReset,
+    Command,
+    EndCatchUp,
+    Event,
+    Fetched,
+    PartitionsAdded,
+    StartTopic,
+    TopicMissing,
+    TopicsListed,
+    TopicStarted,
+)
+from ssegate.bindings.kafka.message_check import MessageCheck
+from ssegate.kafka.topics import KafkaMessage
+
+BATCH = 5000
+IDLE_WAIT = 0.1
+BUSY_WAIT = 0.01
+REQUEST_TIMEOUT = 5.0
+DOWN_PROBE_TIMEOUT = 0.5
+
+
+class FetchThread:
+    """The one thread that talks to librdkafka for a cache server."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        deliver: Callable[[list[Event]], None],
+        checks: Mapping[str, MessageCheck],
+        *,
+        metadata_interval: float = 5.0,
+        name: str = "kafka-fetch",
+    ) -> None:
+        self._client = client
+        self._deliver = deliver
+        self._checks = checks
+        self._metadata_interval = metadata_interval
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._pending: list[Event] = []
+        self._available = True
+        self._down_reason = ""
+        self._topics: dict[str, StartTopic] = {}
+        self._waiting: dict[str, StartTopic] = {}
+        self._partitions: dict[str, int] = {}
+        self._catch_up_next: dict[tuple[str, int], int] = {}
+        self._catch_up_ticket: dict[tuple[str, int], int] = {}
+        self._fetch: Consumer | None = None
+        self._catch_up: Consumer | None = None
+        self._admin: AdminClient | None = None
+        self._lookup: AdminClient | None = None
+        self.assignments = 0
+        """Partitions the shared fetch was assigned, over the thread's life."""
+
+    # -- called from the loop ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._fetch = Consumer(self._consumer_config("fetch"))
+        self._lookup = AdminClient(self._client.admin_config())
+        self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._thread.is_alive()
+
+    def send(self, command: Command) -> None:
+        self._commands.put(command)
+
+    def topic_exists(self, topic: str, timeout: float = 1.0) -> bool | None:
+        """Ask the cluster whether ``topic`` exists: ``None`` when it cannot be asked.
+
+        This blocks the caller (the loop) for a metadata round trip; it has its own handle,
+        because a consumer busy in ``consume`` on the thread does not answer other threads."""
+        if self._lookup is None:
+            return None
+        try:
+            # all topics: naming one in the request lets a broker auto-create it
+            metadata = self._lookup.list_topics(timeout=timeout)
+        except KafkaException:
+            return None
+        found = metadata.topics.get(topic)
+        return found is not None and found.error is None and bool(found.partitions)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread and close the consumers (blocks up to ``timeout``)."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # -- the thread --------------------------------------------------------------------------
+
+    def _consumer_config(self, purpose: str) -> dict[str, Any]:
+        config = self._client.consumer_config(purpose)
+        config["error_cb"] = self._on_error
+        return config
+
+    def _run(self) -> None:
+        assert self._fetch is not None
+        next_metadata = 0.0
+        try:
+            while not self._stopping.is_set():
+                self._apply_commands()
+                now = time.monotonic()
+                if now >= next_metadata:
+                    self._refresh_metadata()
+                    interval = self._metadata_interval if self._available else DOWN_PROBE_TIMEOUT
+                    next_metadata = time.monotonic() + interval
+                busy = bool(self._catch_up_next)
+                self._read(self._fetch, BUSY_WAIT if busy else IDLE_WAIT, catch_up=False)
+                if busy and self._catch_up is not None:
+                    self._read(self._catch_up, BUSY_WAIT, catch_up=True)
+                self._flush()
+        finally:
+            for consumer in (self._fetch, self._catch_up):
+                if consumer is not None:
+                    consumer.close()
+
+    def _flush(self) -> None:
+        if self._pending:
+            events, self._pending = self._pending, []
+            self._deliver(events)
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._set_available(False, error.str())
+
+    def _set_available(self, available: bool, reason: str = "") -> None:
+        if available != self._available:
+            self._available = available
+            self._pending.append(BrokerStatus(available, reason))
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(command, StartTopic):
+                if command.topic not in self._topics:
+                    self._waiting[command.topic] = command
+                    self._start_topic(command)
+            elif isinstance(command, CatchUp):
+                self._start_catch_up(command)
+            elif isinstance(command, EndCatchUp):
+                self._end_catch_up(command)
+
+    def _start_topic(self, command: StartTopic) -> None:
+        assert self._fetch is not None
+        topic = command.topic
+        try:
+            metadata = self._fetch.list_topics(topic, timeout=REQUEST_TIMEOUT)
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                reason = found.error.str() if found is not None and found.error else "no partitions"
+                self._pending.append(TopicMissing(topic, reason))
+                return  # tried again with the next metadata refresh
+            compacted = self._is_compacted(topic)
+            marks = {p: self._watermarks(topic, p) for p in sorted(found.partitions)}
+        except KafkaException as exc:
+            self._set_available(False, str(exc.args[0]) if exc.args else "unavailable")
+            return
+        live = command.default == "live"
+        starts = {p: high if live else low for p, (low, high) in marks.items()}
+        ends = {p: high for p, (_, high) in marks.items()}
+        self._fetch.incremental_assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+        self.assignments += len(starts)
+        self._topics[topic] = command
+        self._waiting.pop(topic, None)
+        self._partitions[topic] = len(starts)
+        self._pending.append(TopicStarted(topic, starts, ends, compacted))
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        assert self._fetch is not None
+        low, high = self._fetch.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT
+        )
+        return int(low), int(high)
+
+    def _is_compacted(self, topic: str) -> bool:
+        if self._admin is None:
+            self._admin = AdminClient(self._client.admin_config())
+        resource = ConfigResource("topic", topic)
+        futures = self._admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT)
+        configs = futures[resource].result(timeout=REQUEST_TIMEOUT)
+        policy = configs.get("cleanup.policy")
+        return policy is not None and "compact" in str(policy.value)
+
+    def _refresh_metadata(self) -> None:
+        assert self._fetch is not None
+        timeout = REQUEST_TIMEOUT if self._available else DOWN_PROBE_TIMEOUT
+        try:
+            metadata = self._fetch.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            self._set_available(False, str(exc.args[0]) if exc.args else "unavailable")
+            return
+        if not metadata.brokers:
+            return
+        self._set_available(True)
+        self._pending.append(TopicsListed(frozenset(metadata.topics)))
+        for command in list(self._waiting.values()):
+            if command.topic in metadata.topics:
+                self._start_topic(command)
+        for topic, known in list(self._partitions.items()):
+            found = metadata.topics.get(topic)
+            if found is None or len(found.partitions) <= known:
+                continue
+            added = [p for p in sorted(found.partitions) if p >= known]
+            try:
+                starts = {p: self._watermarks(topic, p)[0] for p in added}
+            except KafkaException:
+                continue
+            self._fetch.incremental_assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+            self.assignments += len(starts)
+            self._partitions[topic] = known + len(added)
+            self._pending.append(PartitionsAdded(topic, starts))
+
+    def _start_catch_up(self, command: CatchUp) -> None:
+        if self._catch_up is None:
+            self._catch_up = Consumer(self._consumer_config("catch-up"))
+        key = (command.topic, command.partition)
+        try:
+            low, _high = self._catch_up.get_watermark_offsets(
+                TopicPartition(command.topic, command.partition), timeout=REQUEST_TIMEOUT
+            )
+        except KafkaException as exc:
+            self._set_available(False, str(exc.args[0]) if exc.args else "unavailable")
+            self._commands.put(command)  # tried again on a later pass
+            time.sleep(BUSY_WAIT)
+            return
+        offset = command.offset
+        self._catch_up_ticket[key] = command.ticket
+        if offset < low:
+            self._pending.append(
+                CatchUpReset(command.topic, command.partition, offset, int(low), command.ticket)
+            )
+            offset = int(low)
+        position = self._catch_up_next.get(key)
+        if position is not None and position <= offset:
+            return  # already reading from before there
+        partition = TopicPartition(command.topic, command.partition)
+        if position is not None:
+            self._catch_up.incremental_unassign([partition])
+        self._catch_up.incremental_assign(
+            [TopicPartition(command.topic, command.partition, offset)]
+        )
+        self._catch_up_next[key] = offset
+
+    def _end_catch_up(self, command: EndCatchUp) -> None:
+        key = (command.topic, command.partition)
+        self._catch_up_ticket.pop(key, None)
+        if self._catch_up is not None and self._catch_up_next.pop(key, None) is not None:
+            self._catch_up.incremental_unassign([TopicPartition(command.topic, command.partition)])
+
+    def _read(self, consumer: Consumer, timeout: float, *, catch_up: bool) -> None:
+        records = consumer.consume(num_messages=BATCH, timeout=timeout)
+        if not records:
+            return
+        groups: dict[tuple[str, int], list[Message]] = {}
+        for record in records:
+            error = record.error()
+            if error is not None:
+                self._on_record_error(record, error, catch_up)
+                continue
+            key = (record.topic() or "", record.partition() or 0)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [record]
+            else:
+                group.append(record)
+        if groups:
+            self._set_available(True)
+        for (topic, partition), group in groups.items():
+            self._pending.append(self._fetched(topic, partition, group, catch_up))
+
+    def _on_record_error(self, record: Message, error: KafkaError, catch_up: bool) -> None:
+        if error.code() != KafkaError._PARTITION_EOF:
+            return  # transient fetch errors: librdkafka retries them
+        self._set_available(True)
+        if catch_up:
+            key = (record.topic() or "", record.partition() or 0)
+            if key in self._catch_up_next:
+                ticket = self._catch_up_ticket.get(key, 0)
+                self._pending.append(CatchUpAtEnd(key[0], key[1], record.offset() or 0, ticket))
+
+    def _fetched(
+        self, topic: str, partition: int, records: list[Message], catch_up: bool
+    ) -> Fetched:
+        check = self._checks.get(topic)
+        messages: list[KafkaMessage] = []
+        invalid: list[tuple[int, str]] = []
+        for record in records:
+            offset = record.offset() or 0
+            message = KafkaMessage(
+                topic,
+                partition,
+                offset,
+                record.key(),
+                record.value(),
+                _headers(record),
+                record.timestamp()[1],
+            )
+            reason = check(message) if check is not None else None
+            if reason is None:
+                messages.append(message)
+            else:
+                invalid.append((offset, reason))
+        next_offset = (records[-1].offset() or 0) + 1
+        ticket = 0
+        if catch_up:
+            key = (topic, partition)
+            ticket = self._catch_up_ticket.get(key, 0)
+            if key in self._catch_up_next:
+                self._catch_up_next[key] = next_offset
+        return Fetched(topic, partition, messages, next_offset, invalid, catch_up, ticket)
+
+
+def _headers(record: Message) -> tuple[tuple[str, bytes], ...]:
+    headers = record.headers()
+    if not headers:
+        return ()
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return tuple(
+        (name, value if isinstance(value, bytes) else (value or "").encode())
+        for name, value in pairs
+    )

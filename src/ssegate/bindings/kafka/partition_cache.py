@@ -1,0 +1,197 @@
+"""What one process holds of one topic partition: a bounded, offset-ordered suffix of the log.
+
+A :class:`PartitionCache` is fed by the partition's single shared fetch, in offset order. It
+holds every message from :attr:`~PartitionCache.start_offset` (older ones were evicted, or were
+never fetched) up to :attr:`~PartitionCache.next_offset` (the next offset the fetch will hand
+over), except what compaction removed. It is pure: no I/O, no clock of its own (callers pass
+``now``), no threads.
+
+Bounds, checked on every append and by :meth:`PartitionCache.evict`:
+
+- ``max_bytes``: the oldest messages go first until the held size fits;
+- ``max_age``: messages that entered the cache more than ``max_age`` seconds ago go (the time
+  of arrival, not the record timestamp, so that a historical fetch of an old topic stays
+  cached for ``max_age``). ``0`` disables the age bound, and so does compaction: the latest
+  value per key is the topic's state, which only the byte bound may cut.
+
+Eviction moves ``start_offset`` past the evicted message: a subscriber asking for an older
+offset must read it from the broker.
+
+On a compacted topic (``cleanup.policy=compact``) the cache keeps only the latest message per
+key: a newer value replaces the older one in place. A tombstone (null value) removes the older
+value too; the tombstone itself is kept so a subscriber resuming from before it still learns of
+the delete, but a reader starting from scratch (a fresh ``historical`` subscriber, who never saw
+the key) passes over tombstones. Messages without a key are never compacted.
+
+Storage is a list with a moving head (amortised O(1) append and evict, O(log n) seek by offset);
+compacted-away slots become ``None`` and the list is rebuilt when more than half is dead.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from ssegate.kafka.topics import KafkaMessage
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_AGE = 3600.0
+MESSAGE_OVERHEAD = 64
+"""Bytes counted per message on top of key, value and headers (the record's own bookkeeping)."""
+
+
+def message_size(message: KafkaMessage) -> int:
+    size = MESSAGE_OVERHEAD + len(message.key or b"") + len(message.value or b"")
+    for name, value in message.headers:
+        size += len(name) + len(value)
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """What one append or eviction pass let go."""
+
+    messages: int = 0
+    bytes: int = 0
+
+
+class PartitionCache:
+    """The cached suffix of one topic partition."""
+
+    def __init__(
+        self,
+        partition: int,
+        start_offset: int,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_age: float = DEFAULT_MAX_AGE,
+        compacted: bool = False,
+    ) -> None:
+        self.partition = partition
+        self.start_offset = start_offset
+        """Every message from here on is held (compaction aside); older ones are not."""
+        self.next_offset = start_offset
+        """The next offset the shared fetch will append."""
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self.compacted = compacted
+        self.bytes = 0
+        self._slots: list[KafkaMessage | None] = []
+        self._offsets: list[int] = []
+        self._arrivals: list[float] = []
+        self._head = 0
+        self._dead = 0
+        self._latest_by_key: dict[bytes, int] = {}  # key → absolute slot index
+
+    def __len__(self) -> int:
+        return len(self._slots) - self._head - self._dead
+
+    def append(self, messages: list[KafkaMessage], now: float) -> Evicted:
+        """Add the fetch's next messages (offsets ascending, from ``next_offset`` on)."""
+        if not messages:
+            return Evicted()
+        for message in messages:
+            if message.offset < self.next_offset:
+                continue  # a replay after a reconnect: already held
+            self._store(message, now)
+            self.next_offset = message.offset + 1
+        return self.evict(now)
+
+    def skip_to(self, next_offset: int) -> None:
+        """The fetch passed over offsets up to ``next_offset`` (invalid messages, markers)."""
+        if next_offset > self.next_offset:
+            if len(self) == 0:
+                self.start_offset = max(self.start_offset, next_offset)
+            self.next_offset = next_offset
+
+    def read_from(
+        self, offset: int, *, limit: int = 0, skip_tombstones: bool = False
+    ) -> tuple[list[KafkaMessage], int]:
+        """Held messages at ``offset`` and after, oldest first, at most ``limit`` if given, and
+        the offset to continue reading from (:attr:`next_offset` once the end is reached).
+
+        ``skip_tombstones`` is for a reader starting from scratch (a fresh ``historical``
+        subscriber), who has no earlier value for a deleted key to forget.
+        """
+        index = bisect.bisect_left(self._offsets, offset, lo=self._head)
+        found: list[KafkaMessage] = []
+        slots = self._slots
+        while index < len(slots):
+            message = slots[index]
+            index += 1
+            if message is None or (skip_tombstones and message.value is None):
+                continue
+            found.append(message)
+            if limit > 0 and len(found) >= limit:
+                if index < len(slots):
+                    return found, self._offsets[index]
+                break
+        return found, self.next_offset
+
+    def evict(self, now: float) -> Evicted:
+        """Drop what exceeds the byte budget or is older than ``max_age``."""
+        dropped = 0
+        freed = 0
+        aging = self.max_age > 0 and not self.compacted
+        oldest_allowed = now - self.max_age if aging else None
+        while self._head < len(self._slots):
+            message = self._slots[self._head]
+            if message is not None:
+                too_big = self.bytes > self.max_bytes
+                too_old = oldest_allowed is not None and self._arrivals[self._head] < oldest_allowed
+                if not too_big and not too_old:
+                    break
+                size = message_size(message)
+                self.bytes -= size
+                freed += size
+                dropped += 1
+                if message.key is not None and self._latest_by_key.get(message.key) == self._head:
+                    del self._latest_by_key[message.key]
+                self.start_offset = message.offset + 1
+            else:
+                self._dead -= 1
+            self._slots[self._head] = None
+            self._head += 1
+        if self._head == len(self._slots):
+            self.start_offset = self.next_offset
+        self._compact_storage()
+        return Evicted(dropped, freed)
+
+    def _store(self, message: KafkaMessage, now: float) -> None:
+        index = len(self._slots)
+        if self.compacted and message.key is not None:
+            older = self._latest_by_key.get(message.key)
+            if older is not None:
+                replaced = self._slots[older]
+                if replaced is not None:
+                    self.bytes -= message_size(replaced)
+                    self._slots[older] = None
+                    self._dead += 1
+            self._latest_by_key[message.key] = index
+        self._slots.append(message)
+        self._offsets.append(message.offset)
+        self._arrivals.append(now)
+        self.bytes += message_size(message)
+
+    def _compact_storage(self) -> None:
+        """Rebuild the lists once the evicted head or the dead slots are most of them."""
+        waste = self._head + self._dead
+        if waste < 1024 or waste * 2 < len(self._slots):
+            return
+        slots: list[KafkaMessage | None] = []
+        offsets: list[int] = []
+        arrivals: list[float] = []
+        latest: dict[bytes, int] = {}
+        for index in range(self._head, len(self._slots)):
+            message = self._slots[index]
+            if message is None:
+                continue
+            if message.key is not None and self.compacted:
+                latest[message.key] = len(slots)
+            slots.append(message)
+            offsets.append(message.offset)
+            arrivals.append(self._arrivals[index])
+        self._slots, self._offsets, self._arrivals = slots, offsets, arrivals
+        self._latest_by_key = latest
+        self._head = 0
+        self._dead = 0

@@ -1,0 +1,345 @@
+"""One topic's subscribers and caches, on the event loop: who gets which fetched batch.
+
+A :class:`TopicFeed` holds a :class:`~.partition_cache.PartitionCache` per partition and, per
+subscriber and partition, a :class:`PartitionCursor`: the next offset that subscriber is owed.
+Where that offset lies decides how it is served:
+
+- equal to the cache's ``next_offset``: **live**. Every batch the shared fetch hands over is
+  appended to the cache and given, as the same list, to every live subscriber: one
+  ``on_messages`` call per subscriber per batch.
+- inside the cache: **replay**. The subscriber reads from the cache in chunks, one chunk per
+  loop iteration (so a large history never stalls the loop), then joins the live set.
+- below the cache's ``start_offset``: **catch-up**. The fetch thread's catch-up reader reads the
+  partition from the oldest such offset; each catch-up subscriber takes what is at or after its
+  cursor. Once the cursor reaches what the cache holds, it replays from the cache, then goes
+  live. An offset below the log start is reported with ``on_reset`` and moved to the log start.
+- beyond ``next_offset`` (a resume from the future): **ahead**, given what reaches its offset.
+
+Nothing here does I/O: the feed asks for catch-up reads through the callables it is given and
+is driven by the fetch events the cache server passes on.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
+from ssegate.bindings.kafka.partition_cache import PartitionCache
+from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener
+from ssegate.telemetry import log
+
+REPLAY_CHUNK = 4096
+
+
+class Stage(Enum):
+    WAITING = "waiting"
+    REPLAY = "replay"
+    LIVE = "live"
+    CATCH_UP = "catch-up"
+    AHEAD = "ahead"
+
+
+@dataclass(slots=True, eq=False)
+class PartitionCursor:
+    """What one subscriber is owed of one partition."""
+
+    subscription: Subscription
+    partition: int
+    cursor: int
+    reported: int
+    """The progress the listener knows of (its start, or one past what it was given)."""
+    fresh: bool
+    """Started from scratch: a replay from the cache's start passes over tombstones."""
+    stage: Stage = Stage.WAITING
+    ticket: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class Subscription:
+    """One ``subscribe`` call; :meth:`cancel` ends it."""
+
+    feed: TopicFeed
+    listener: TopicListener
+    start: Mapping[int, int]
+    default: DefaultOffset
+    cursors: dict[int, PartitionCursor] = field(default_factory=dict)
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.feed.remove(self)
+
+
+@dataclass(slots=True)
+class FeedHooks:
+    """What a feed needs from the cache server around it."""
+
+    schedule: Callable[[Callable[[], None]], None]
+    catch_up: Callable[[str, int, int, int], None]
+    end_catch_up: Callable[[str, int], None]
+    now: Callable[[], float]
+    on_fetched: Callable[[str, Fetched, int, int, int], None]
+    """``(topic, batch, evicted messages, evicted bytes, cache bytes delta)``, for metrics."""
+    subscribers_changed: Callable[[str, int], None]
+
+
+class PartitionFeed:
+    def __init__(self, cache: PartitionCache, live_from: int) -> None:
+        self.cache = cache
+        self.live_from = live_from
+        """The partition's end when its fetch started: ``live`` starts there at the earliest."""
+        self.live: dict[PartitionCursor, None] = {}
+        self.catching_up: dict[PartitionCursor, None] = {}
+        self.ahead: dict[PartitionCursor, None] = {}
+        self.tickets = 0
+
+
+class TopicFeed:
+    def __init__(self, topic: str, hooks: FeedHooks, *, max_bytes: int, max_age: float) -> None:
+        self.topic = topic
+        self.hooks = hooks
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self.started = False
+        self.compacted = False
+        self.partitions: dict[int, PartitionFeed] = {}
+        self.subscriptions: dict[Subscription, None] = {}
+        self.available = True
+        self.status_reason = ""
+
+    # -- subscribers ---------------------------------------------------------------------------
+
+    def subscribe(
+        self, listener: TopicListener, start: Mapping[int, int], default: DefaultOffset
+    ) -> Subscription:
+        subscription = Subscription(self, listener, dict(start), default)
+        self.subscriptions[subscription] = None
+        if not self.available:
+            listener.on_status(False, self.status_reason)
+        if self.started:
+            self._attach(subscription, sorted(self.partitions), first=True)
+        return subscription
+
+    def remove(self, subscription: Subscription) -> None:
+        if self.subscriptions.pop(subscription, 0) is None:
+            self.hooks.subscribers_changed(self.topic, -1)
+        for cursor in subscription.cursors.values():
+            feed = self.partitions[cursor.partition]
+            feed.live.pop(cursor, None)
+            feed.ahead.pop(cursor, None)
+            if feed.catching_up.pop(cursor, None) is not None and not feed.catching_up:
+                self.hooks.end_catch_up(self.topic, cursor.partition)
+        subscription.cursors.clear()
+
+    def _attach(self, subscription: Subscription, partitions: Sequence[int], first: bool) -> None:
+        if not self._call(subscription, "on_partitions", sorted(self.partitions)):
+            return
+        for partition in partitions:
+            cache = self.partitions[partition].cache
+            requested = subscription.start.get(partition)
+            if requested is not None:
+                cursor = PartitionCursor(subscription, partition, requested, requested, False)
+            elif subscription.default == "live" and first:
+                offset = max(cache.next_offset, self.partitions[partition].live_from)
+                cursor = PartitionCursor(subscription, partition, offset, -1, False)
+            else:
+                cursor = PartitionCursor(subscription, partition, cache.start_offset, -1, True)
+            subscription.cursors[partition] = cursor
+            self._route(cursor)
+
+    def _route(self, cursor: PartitionCursor) -> None:
+        """Put ``cursor`` where its offset says it belongs."""
+        feed = self.partitions[cursor.partition]
+        cache = feed.cache
+        if cursor.cursor > cache.next_offset:
+            cursor.stage = Stage.AHEAD
+            feed.ahead[cursor] = None
+        elif cursor.cursor == cache.next_offset:
+            self._join_live(feed, cursor)
+        elif cursor.cursor >= cache.start_offset:
+            cursor.stage = Stage.REPLAY
+            self.hooks.schedule(lambda: self._replay(cursor))
+        else:
+            cursor.stage = Stage.CATCH_UP
+            feed.tickets += 1
+            cursor.ticket = feed.tickets
+            feed.catching_up[cursor] = None
+            self.hooks.catch_up(self.topic, cursor.partition, cursor.cursor, cursor.ticket)
+
+    def _join_live(self, feed: PartitionFeed, cursor: PartitionCursor) -> None:
+        cursor.stage = Stage.LIVE
+        feed.live[cursor] = None
+        if cursor.reported < cursor.cursor and cursor.cursor > 0:
+            self._skipped(cursor, cursor.cursor)
+
+    def _replay(self, cursor: PartitionCursor) -> None:
+        if cursor.subscription.cancelled or cursor.stage is not Stage.REPLAY:
+            return
+        cache = self.partitions[cursor.partition].cache
+        if cursor.cursor < cache.start_offset or cursor.cursor >= cache.next_offset:
+            self._route(cursor)  # evicted meanwhile (catch up), or reached the end (go live)
+            return
+        messages, after = cache.read_from(
+            cursor.cursor, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
+        )
+        cursor.cursor = after
+        if messages and not self._deliver(cursor, messages):
+            return
+        if after >= cache.next_offset:
+            self._route(cursor)
+        else:
+            self.hooks.schedule(lambda: self._replay(cursor))
+
+    # -- fetch events --------------------------------------------------------------------------
+
+    def on_started(
+        self, starts: Mapping[int, int], ends: Mapping[int, int], compacted: bool
+    ) -> None:
+        self.started = True
+        self.compacted = compacted
+        self._add_partitions(starts, ends)
+        for subscription in list(self.subscriptions):
+            self._attach(subscription, sorted(starts), first=True)
+
+    def on_partitions_added(self, starts: Mapping[int, int]) -> None:
+        self._add_partitions(starts, starts)
+        for subscription in list(self.subscriptions):
+            self._attach(subscription, sorted(starts), first=False)
+
+    def _add_partitions(self, starts: Mapping[int, int], ends: Mapping[int, int]) -> None:
+        for partition, offset in starts.items():
+            cache = PartitionCache(
+                partition, offset, max_age=self.max_age, compacted=self.compacted
+            )
+            self.partitions[partition] = PartitionFeed(cache, ends.get(partition, offset))
+        share = max(1, self.max_bytes // max(1, len(self.partitions)))
+        for feed in self.partitions.values():
+            feed.cache.max_bytes = share
+
+    def on_fetched(self, batch: Fetched) -> None:
+        feed = self.partitions.get(batch.partition)
+        if feed is None:
+            return
+        if batch.catch_up:
+            self._on_catch_up(feed, batch)
+            return
+        cache = feed.cache
+        before = cache.bytes
+        evicted = cache.append(batch.messages, self.hooks.now())
+        cache.skip_to(batch.next_offset)
+        self.hooks.on_fetched(
+            self.topic, batch, evicted.messages, evicted.bytes, cache.bytes - before
+        )
+        messages = batch.messages
+        trailing_skip = not messages or messages[-1].offset + 1 < batch.next_offset
+        for cursor in list(feed.live):
+            if messages and not self._deliver(cursor, messages):
+                continue
+            cursor.cursor = batch.next_offset
+            if trailing_skip:
+                self._skipped(cursor, batch.next_offset)
+        if feed.ahead:
+            for cursor in list(feed.ahead):
+                if cursor.cursor > batch.next_offset:
+                    continue
+                del feed.ahead[cursor]
+                owed = _from_offset(messages, cursor.cursor)
+                if owed and not self._deliver(cursor, owed):
+                    continue
+                cursor.cursor = batch.next_offset
+                self._join_live(feed, cursor)
+
+    def _on_catch_up(self, feed: PartitionFeed, batch: Fetched) -> None:
+        for cursor in list(feed.catching_up):
+            if cursor.ticket > batch.ticket or batch.next_offset <= cursor.cursor:
+                continue
+            owed = _from_offset(batch.messages, cursor.cursor)
+            if owed and not self._deliver(cursor, owed):
+                continue
+            cursor.cursor = batch.next_offset
+            if not owed or owed[-1].offset + 1 < batch.next_offset:
+                self._skipped(cursor, batch.next_offset)
+            self._after_catch_up_step(feed, cursor)
+
+    def on_catch_up_reset(self, event: CatchUpReset) -> None:
+        feed = self.partitions.get(event.partition)
+        if feed is None:
+            return
+        for cursor in list(feed.catching_up):
+            if cursor.ticket > event.ticket or cursor.cursor >= event.earliest:
+                continue
+            requested = cursor.cursor
+            cursor.cursor = event.earliest
+            cursor.reported = event.earliest
+            self._call(cursor.subscription, "on_reset", event.partition, requested, event.earliest)
+            self._after_catch_up_step(feed, cursor)
+
+    def on_catch_up_at_end(self, event: CatchUpAtEnd) -> None:
+        feed = self.partitions.get(event.partition)
+        if feed is None:
+            return
+        for cursor in list(feed.catching_up):
+            if cursor.ticket > event.ticket or cursor.cursor >= event.offset:
+                continue
+            cursor.cursor = event.offset
+            self._skipped(cursor, event.offset)
+            self._after_catch_up_step(feed, cursor)
+
+    def _after_catch_up_step(self, feed: PartitionFeed, cursor: PartitionCursor) -> None:
+        if cursor.subscription.cancelled or cursor.cursor < feed.cache.start_offset:
+            return
+        del feed.catching_up[cursor]
+        if not feed.catching_up:
+            self.hooks.end_catch_up(self.topic, cursor.partition)
+        self._route(cursor)
+
+    def evict(self) -> tuple[int, int]:
+        """Apply the age bound to idle partitions too: ``(messages, bytes)`` let go."""
+        now = self.hooks.now()
+        messages = freed = 0
+        for feed in self.partitions.values():
+            evicted = feed.cache.evict(now)
+            messages += evicted.messages
+            freed += evicted.bytes
+        return messages, freed
+
+    def on_status(self, available: bool, reason: str) -> None:
+        self.available = available
+        self.status_reason = reason
+        for subscription in list(self.subscriptions):
+            self._call(subscription, "on_status", available, reason)
+
+    # -- calling listeners ---------------------------------------------------------------------
+
+    def _deliver(self, cursor: PartitionCursor, messages: Sequence[KafkaMessage]) -> bool:
+        if not self._call(cursor.subscription, "on_messages", messages):
+            return False
+        cursor.reported = messages[-1].offset + 1
+        return True
+
+    def _skipped(self, cursor: PartitionCursor, next_offset: int) -> None:
+        if cursor.reported < next_offset:
+            cursor.reported = next_offset
+            self._call(cursor.subscription, "on_skipped", cursor.partition, next_offset)
+
+    def _call(self, subscription: Subscription, method: str, *args: object) -> bool:
+        """Call a listener method; a listener that raises loses its subscription."""
+        if subscription.cancelled:
+            return False
+        try:
+            getattr(subscription.listener, method)(*args)
+        except Exception as exc:  # a listener bug must not stop delivery to the others
+            log.error("kafka.listener_failed", topic=self.topic, call=method, error=repr(exc))
+            subscription.cancel()
+            return False
+        return True
+
+
+def _from_offset(messages: list[KafkaMessage], offset: int) -> list[KafkaMessage]:
+    if not messages or messages[0].offset >= offset:
+        return messages
+    return messages[bisect.bisect_left(messages, offset, key=lambda m: m.offset) :]

@@ -1,0 +1,1 @@
+from ssegate.kafka.testing import kafka_broker as kafka_broker
