@@ -41,6 +41,7 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("kafka", "client"): "ssegate.bindings.kafka.client:build",
     ("kafka", "cache_server"): "ssegate.bindings.kafka.cache_server:build",
     ("kafka", "cache_client"): "ssegate.bindings.kafka.cache_client:build",
+    ("sse-kafka", "proxy"): "ssegate.bindings.sse_kafka.proxy:build",
 }
 
 VAULT_FACTORIES: dict[str, str] = {

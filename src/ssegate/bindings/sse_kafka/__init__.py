@@ -1,0 +1,1 @@
+"""The ``sse-kafka`` proxy: Kafka topics as SSE streams, filtered per client, resumable by id."""

@@ -1,0 +1,233 @@
+"""The ``sse-kafka`` proxy binding: an :class:`~ssegate.bindings.sse.source.SseSource` on Kafka.
+
+Per SSE request :class:`SseKafkaProxy` picks the first route whose ``when[].path`` pattern
+matches the path (``{name}`` captures a parameter; a route without ``when`` matches every
+path), checks the route's ``guarded``, reads the client's last event id into a start offset
+per partition, renders ``with.topic`` and ``with.filters`` for this request, and subscribes a
+:class:`~ssegate.bindings.sse_kafka.subscriber.TopicSubscriber` to the route's exit, a
+:class:`~ssegate.kafka.topics.TopicSource` (the ``kafka`` cache_client).
+
+Answers before the stream starts:
+
+- no route for the path → **404**; a guard refuses → **401**/**403**;
+- a last event id that is not an sse-kafka id → **400** with the reason (Zilla silently
+  replays the whole topic instead); the sse server already refuses ids over 254 bytes;
+- a topic that does not exist, or a rendered topic name Kafka cannot have → **404**.
+
+Partitions named in the id resume at their next offset; the others start where the cache's
+default for the topic says (``historical`` unless the cache is told otherwise).
+
+A route without ``with`` whose path captures ``{topic}`` reads the topic from it (Zilla leaves
+the topic unset there); a route without ``with`` and without ``{topic}`` is a config error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ssegate.bindings.http.routing import Pattern
+from ssegate.bindings.sse.source import SseSink, Subscription
+from ssegate.bindings.sse_kafka.event_id import (
+    EventIdError,
+    EventIdFormat,
+    ProgressEncoder,
+    progress_of_last_event_id,
+)
+from ssegate.bindings.sse_kafka.filters import FilterTemplate
+from ssegate.bindings.sse_kafka.subscriber import EncodedMessages, SubscriberStats, TopicSubscriber
+from ssegate.config.errors import ConfigError
+from ssegate.config.model import Binding, Route
+from ssegate.engine.context import BuildContext
+from ssegate.engine.exchange import Request
+from ssegate.engine.templates import MissingTemplateValue, Template
+from ssegate.guards import check_guarded
+from ssegate.kafka.topics import TopicSource, UnknownTopic
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+@dataclass(frozen=True, slots=True)
+class SseKafkaRoute:
+    """One route, compiled at start-up."""
+
+    patterns: tuple[Pattern, ...]
+    """Empty: every path matches."""
+    topic: Template
+    filters: FilterTemplate | None
+    id_format: EventIdFormat
+    source: TopicSource
+    guarded: dict[str, list[str]]
+
+    def match(self, path: str) -> dict[str, str] | None:
+        if not self.patterns:
+            return {}
+        for pattern in self.patterns:
+            params = pattern.match(path)
+            if params is not None:
+                return params
+        return None
+
+
+class _Refused:
+    """The subscription of a request answered with an error: nothing to cancel."""
+
+    def cancel(self) -> None:
+        return
+
+
+class SseKafkaProxy:
+    """The built ``sse-kafka`` proxy binding."""
+
+    def __init__(self, name: str, routes: list[SseKafkaRoute], metrics: Metrics) -> None:
+        self.name = name
+        self.routes = routes
+        self.metrics = metrics
+        self.encoded = EncodedMessages()
+        self.stats = SubscriberStats()
+
+    def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
+        path = request.path
+        for route in self.routes:
+            params = route.match(path)
+            if params is not None:
+                return self._subscribe(route, params, request, last_event_id, sink)
+        return self._refuse(sink, 404, f"no sse-kafka route for '{path}'", request)
+
+    def _subscribe(
+        self,
+        route: SseKafkaRoute,
+        params: dict[str, str],
+        request: Request,
+        last_event_id: str | None,
+        sink: SseSink,
+    ) -> Subscription:
+        refusal = check_guarded(request.identities, route.guarded)
+        if refusal is not None:
+            return self._refuse(sink, refusal.status, refusal.reason, request)
+        start: dict[int, int] = {}
+        if last_event_id is not None:
+            try:
+                start = progress_of_last_event_id(last_event_id)
+            except EventIdError as exc:
+                self.metrics.inc("ssegate.sse_kafka.bad_last_event_ids", self.name)
+                return self._refuse(sink, 400, f"last event id: {exc.reason}", request)
+        try:
+            topic = route.topic.render(params, request.identities)
+            message_filter = (
+                None if route.filters is None else route.filters.render(params, request.identities)
+            )
+        except MissingTemplateValue as exc:
+            return self._refuse(sink, 403, str(exc), request)
+        if not _TOPIC_NAME.fullmatch(topic):
+            return self._refuse(sink, 404, f"'{topic}' is not a Kafka topic name", request)
+        subscriber = TopicSubscriber(
+            sink,
+            topic=topic,
+            progress=ProgressEncoder(start),
+            message_filter=message_filter,
+            id_format=route.id_format,
+            encoded=self.encoded,
+            binding=self.name,
+            metrics=self.metrics,
+            stats=self.stats,
+        )
+        try:
+            subscription = route.source.subscribe(topic, start, subscriber)
+        except UnknownTopic:
+            subscriber.cancel()
+            return self._refuse(sink, 404, f"topic '{topic}' does not exist", request)
+        subscriber.topic_subscription = subscription
+        if sink.closed:
+            subscriber.cancel()
+            return subscriber
+        sink.open()
+        self.metrics.inc("stream.opens.received", self.name)
+        log.event(
+            "sse_kafka.subscribed",
+            binding=self.name,
+            topic=topic,
+            remote=request.remote,
+            resumed=len(start),
+        )
+        return subscriber
+
+    def _refuse(self, sink: SseSink, status: int, reason: str, request: Request) -> Subscription:
+        log.warning(
+            "sse_kafka.refused",
+            binding=self.name,
+            status=status,
+            reason=reason,
+            remote=request.remote,
+        )
+        self.metrics.inc("stream.errors.received", self.name)
+        sink.fail(status, reason)
+        return _Refused()
+
+
+def _id_format(with_: dict[str, Any], where: str) -> EventIdFormat:
+    event = with_.get("event") or {}
+    text = event.get("id", EventIdFormat.ETAG.value) if isinstance(event, dict) else None
+    for candidate in EventIdFormat:
+        if text == candidate.value:
+            return candidate
+    choices = " or ".join(repr(c.value) for c in EventIdFormat)
+    raise ConfigError(f"{where}.event.id", f"must be {choices}")
+
+
+def compile_route(route: Route, source: TopicSource, where: str) -> SseKafkaRoute:
+    """Compile one route of an sse-kafka binding found at YAML path ``where``."""
+    patterns = tuple(
+        Pattern.compile(str(entry.get("path")), f"{where}.when[{index}].path")
+        for index, entry in enumerate(route.when)
+        if isinstance(entry, dict) and "path" in entry
+    )
+    captured = [set(p.params) for p in patterns]
+    with_ = route.with_
+    if with_ is None:
+        if not patterns or not all("topic" in names for names in captured):
+            raise ConfigError(
+                f"{where}.with.topic", "is required unless every when.path captures {topic}"
+            )
+        with_ = {"topic": "${params.topic}"}
+    topic = Template.compile(str(with_.get("topic")), f"{where}.with.topic")
+    filters = FilterTemplate.compile(with_.get("filters"), f"{where}.with.filters")
+    needed = topic.param_names | (filters.param_names if filters is not None else frozenset())
+    for names, pattern in zip(captured, patterns, strict=True):
+        missing = sorted(needed - names)
+        if missing:
+            raise ConfigError(
+                f"{where}.with",
+                f"uses ${{params.{missing[0]}}} but path '{pattern.text}' does not capture it",
+            )
+    if not patterns and needed:
+        raise ConfigError(f"{where}.with", "uses ${params...} but the route has no when.path")
+    guards = topic.guard_names | (filters.guard_names if filters is not None else frozenset())
+    for guard in sorted(guards - set(route.guarded)):
+        raise ConfigError(
+            f"{where}.with", f"reads guard '{guard}' but the route is not guarded by it"
+        )
+    return SseKafkaRoute(
+        patterns,
+        topic,
+        filters,
+        _id_format(with_, f"{where}.with"),
+        source,
+        dict(route.guarded),
+    )
+
+
+def build(binding: Binding, ctx: BuildContext) -> SseKafkaProxy:
+    routes: list[SseKafkaRoute] = []
+    for index, route in enumerate(binding.routes):
+        where = route.path or f"{binding.path}.routes[{index}]"
+        if not route.exit:
+            raise ConfigError(f"{where}.exit", "an sse-kafka route needs an exit")
+        routes.append(compile_route(route, ctx.exit(route.exit), where))
+    if binding.exit:
+        fallback = Route(exit=binding.exit, path=f"{binding.path}.exit")
+        routes.append(compile_route(fallback, ctx.exit(binding.exit), f"{binding.path}.exit"))
+    return SseKafkaProxy(binding.name, routes, ctx.metrics)

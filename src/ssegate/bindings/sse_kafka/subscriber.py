@@ -1,0 +1,297 @@
+"""One downstream SSE stream fed by one Kafka topic subscription.
+
+:class:`TopicSubscriber` is the :class:`~ssegate.kafka.topics.TopicListener` the proxy hands to
+the Kafka cache and the :class:`~ssegate.bindings.sse.source.Subscription` it hands back to the
+sse server. Per message it moves its progress, asks its filter, and writes the SSE block
+``id:<progress>`` + the message's shared block. Rules:
+
+- Messages arrive per partition in offset order and are written as they arrive: no partition
+  waits for another.
+- A batch is written with one ``write_encoded`` call. The ``event:``/``data:`` part of a
+  message is encoded once per process (:class:`EncodedMessages`) and shared by every
+  subscriber; only the ``id:`` line is per subscriber (:class:`ProgressEncoder` re-encodes only
+  the partition that moved).
+- A tombstone is ``event:delete`` with ``data:`` = base64url(key) (``data:`` for a null key).
+- Messages the filter drops (and offsets the cache passed over) move the progress without an
+  event. Once :data:`ID_ONLY_AFTER_SKIPPED` of them pile up, or :data:`ID_ONLY_AFTER_SECONDS`
+  after the last id written, an id-only block ``id:<progress>`` goes out, so a reconnect does
+  not scan the gap again.
+- A requested offset below the log start (retention) starts the partition at the earliest
+  offset and says so: ``event:reset`` with ``data:{"partition":P,"requested":R,"earliest":E}``
+  and the new id, before the messages that follow.
+- Nothing is queued here. Bytes go straight to the sink, whose stream closes a client that
+  falls more than ``max-buffered`` behind; the client reconnects with its last id and resumes.
+  A subscriber that finds its sink closed cancels its topic subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ssegate.bindings.sse.source import SseSink
+from ssegate.bindings.sse_kafka.event_id import (
+    EventIdFormat,
+    ProgressEncoder,
+    encode_key,
+    etag_text,
+    format_event_id,
+)
+from ssegate.bindings.sse_kafka.filters import MessageFilter
+from ssegate.kafka.topics import KafkaMessage, TopicSubscription
+from ssegate.sse.encoder import encode_event
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+ID_ONLY_AFTER_SKIPPED = 1000
+ID_ONLY_AFTER_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """What every subscriber shares about one message."""
+
+    block: bytes
+    """``event:``/``data:`` lines and the blank line; a subscriber writes its ``id:`` first."""
+    key64: str | None
+    etag: str | None
+
+
+class EncodedMessages:
+    """A small per-process cache of :class:`EncodedMessage`, by topic, partition and offset.
+
+    The cache delivers one message object to every subscriber in turn, so a few thousand
+    entries make every subscriber after the first a hit; the oldest entries are evicted first.
+    """
+
+    __slots__ = ("_entries", "capacity", "hits", "misses")
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._entries: dict[tuple[str, int, int], tuple[KafkaMessage, EncodedMessage]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, message: KafkaMessage) -> EncodedMessage:
+        where = (message.topic, message.partition, message.offset)
+        entry = self._entries.get(where)
+        if entry is not None and entry[0] is message:
+            self.hits += 1
+            return entry[1]
+        self.misses += 1
+        encoded = encode_message(message)
+        entries = self._entries
+        entries[where] = (message, encoded)
+        if len(entries) > self.capacity:
+            del entries[next(iter(entries))]
+        return encoded
+
+
+def encode_message(message: KafkaMessage) -> EncodedMessage:
+    key64 = encode_key(message.key)
+    if message.value is None:
+        block = encode_event(key64 or "", event="delete")
+    else:
+        block = encode_event(message.value.decode("utf-8", "replace"))
+    return EncodedMessage(block, key64, etag_text(message.header("etag")))
+
+
+@dataclass(slots=True)
+class SubscriberStats:
+    """What a proxy counts over its subscribers (read by tests and telemetry)."""
+
+    dropped: int = 0
+    """Subscribers whose stream closed under them (slow client or gone)."""
+    id_only: int = 0
+    resets: int = 0
+
+
+class TopicSubscriber:
+    """Feeds one sink from one topic subscription (a TopicListener and a Subscription)."""
+
+    __slots__ = (
+        "_cancelled",
+        "_clock",
+        "_id_timer",
+        "_last_id_at",
+        "_skipped",
+        "binding",
+        "encoded",
+        "filter",
+        "id_format",
+        "metrics",
+        "progress",
+        "sink",
+        "stats",
+        "topic",
+        "topic_subscription",
+    )
+
+    def __init__(
+        self,
+        sink: SseSink,
+        *,
+        topic: str,
+        progress: ProgressEncoder,
+        message_filter: MessageFilter | None,
+        id_format: EventIdFormat,
+        encoded: EncodedMessages,
+        binding: str,
+        metrics: Metrics,
+        stats: SubscriberStats,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sink = sink
+        self.topic = topic
+        self.progress = progress
+        self.filter = message_filter
+        self.id_format = id_format
+        self.encoded = encoded
+        self.binding = binding
+        self.metrics = metrics
+        self.stats = stats
+        self.topic_subscription: TopicSubscription | None = None
+        self._cancelled = False
+        self._clock = clock
+        self._skipped = 0
+        self._last_id_at = clock()
+        self._id_timer: asyncio.TimerHandle | None = None
+
+    # -- TopicListener -----------------------------------------------------------------------
+
+    def on_partitions(self, partitions: Sequence[int]) -> None:
+        if self._gone():
+            return
+        self.sink.open()
+
+    def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
+        if self._gone():
+            return
+        progress = self.progress
+        accepts = self.filter.matches if self.filter is not None else None
+        get = self.encoded.get
+        out: list[bytes] = []
+        skipped = self._skipped
+        for message in messages:
+            progress.advance(message.partition, message.offset + 1)
+            if accepts is not None and not accepts(message):
+                skipped += 1
+                continue
+            skipped = 0
+            shared = get(message)
+            event_id = format_event_id(progress.token(), shared.etag, self.id_format, shared.key64)
+            out.append(b"id:" + event_id.encode() + b"\n" + shared.block)
+        if out:
+            self._last_id_at = self._clock()
+            self._cancel_id_timer()
+            self.sink.write_encoded(b"".join(out) if len(out) > 1 else out[0])
+            if self.sink.closed:  # too far behind: the sse server closed it just now
+                self._dropped()
+                return
+        self._skipped = skipped
+        if skipped:
+            self._passed_over()
+
+    def on_skipped(self, partition: int, next_offset: int) -> None:
+        if self._gone():
+            return
+        if self.progress.advance(partition, next_offset):
+            self._skipped += 1
+            self._passed_over()
+
+    def on_reset(self, partition: int, requested: int, earliest: int) -> None:
+        if self._gone():
+            return
+        self.progress.advance(partition, earliest)
+        log.warning(
+            "sse_kafka.offset_reset",
+            binding=self.binding,
+            topic=self.topic,
+            partition=partition,
+            requested=requested,
+            earliest=earliest,
+        )
+        self.metrics.inc("ssegate.sse_kafka.resets", self.binding)
+        self.stats.resets += 1
+        data = json.dumps(
+            {"partition": partition, "requested": requested, "earliest": earliest},
+            separators=(",", ":"),
+        )
+        self._write_id(data, event="reset")
+
+    def on_status(self, available: bool, reason: str = "") -> None:
+        # The cache logs the broker's state once per topic; the stream stays open and resumes
+        # when the broker is back, so a client needs nothing but the keep-alives.
+        return
+
+    # -- Subscription --------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._cancel_id_timer()
+        subscription, self.topic_subscription = self.topic_subscription, None
+        if subscription is not None:
+            subscription.cancel()
+
+    # -- inside --------------------------------------------------------------------------------
+
+    def _gone(self) -> bool:
+        if self._cancelled:
+            return True
+        if self.sink.closed:
+            self._dropped()
+            return True
+        return False
+
+    def _dropped(self) -> None:
+        """The stream closed under a delivery: the client resumes from its last id."""
+        self.stats.dropped += 1
+        self.metrics.inc("ssegate.sse_kafka.dropped_subscribers", self.binding)
+        log.warning(
+            "sse_kafka.subscriber_dropped",
+            binding=self.binding,
+            topic=self.topic,
+            progress=self.progress.token(),
+        )
+        self.cancel()
+
+    def _passed_over(self) -> None:
+        """Progress moved without an id on the wire: send one now, or arm the timer for it."""
+        due = self._last_id_at + ID_ONLY_AFTER_SECONDS
+        if self._skipped >= ID_ONLY_AFTER_SKIPPED or self._clock() >= due:
+            self.send_id_only()
+            return
+        if self._id_timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._id_timer = loop.call_later(max(0.0, due - self._clock()), self._id_timer_fired)
+
+    def _id_timer_fired(self) -> None:
+        self._id_timer = None
+        if self._skipped and not self._gone():
+            self.send_id_only()
+
+    def send_id_only(self) -> None:
+        """Write ``id:<progress>`` alone: the client's resume point moves, no event fires."""
+        self.stats.id_only += 1
+        self._write_id(None, event=None)
+
+    def _write_id(self, data: str | None, *, event: str | None) -> None:
+        self._skipped = 0
+        self._last_id_at = self._clock()
+        self._cancel_id_timer()
+        event_id = format_event_id(self.progress.token(), None, self.id_format, None)
+        self.sink.event(data, event=event, id=event_id)
+
+    def _cancel_id_timer(self) -> None:
+        timer, self._id_timer = self._id_timer, None
+        if timer is not None:
+            timer.cancel()
