@@ -410,3 +410,14 @@ def test_an_unknown_topic_is_404(gateway: Gateway) -> None:
             return await client.get(gateway.url("/no-such-topic-here"), headers=SSE)
 
     assert asyncio.run(scenario()).status_code == 404
+
+
+def test_a_topic_created_after_the_gateway_started_is_streamed(
+    gateway: Gateway, kafka: Kafka
+) -> None:
+    topic = kafka.topic(partitions=2)  # the gateway has never heard of it
+    kafka.send(topic, 0, "first")
+    kafka.send(topic, 1, "second")
+    kafka.flush()
+    stream = asyncio.run(collect(gateway, f"/{topic}", 2))
+    assert sorted(e.data for e in stream.pending) == ["first", "second"]
