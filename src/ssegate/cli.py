@@ -79,30 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.set_defaults(func=_start)
 
-    try:
-        from ssegate.kafka.broker import add_kafka_parser
-    except ImportError:  # pragma: no cover - the kafka extra is part of the package
-        pass
-    else:
-        add_kafka_parser(commands)
-
-    try:
-        from ssegate.bench.cli import add_bench_parser
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        add_bench_parser(commands)
-
-    try:
-        from ssegate.pipeline.cli import add_pipeline_parser
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        add_pipeline_parser(commands)
-
+    # The tools that come with the gateway; each module registers its own commands.
+    from ssegate.bench.cli import add_bench_parser
+    from ssegate.kafka.broker import add_kafka_parser
+    from ssegate.pipeline.cli import add_pipeline_parser
     from ssegate.tools.token import add_token_parser
 
+    add_kafka_parser(commands)
+    add_pipeline_parser(commands)
     add_token_parser(commands)
+    add_bench_parser(commands)
     return parser
 
 

@@ -4,6 +4,8 @@
 this module (Kafka's broker plus a log4j2 backend) and keeps the result in
 ``<cache root>/kafka-<version>/lib``; a marker file written after a complete copy makes every
 later call return at once. The cache root is ``$SSEGATE_CACHE`` or ``~/.cache/ssegate``.
+:func:`ensure_maven_jars` is that path for any pom (the pipeline resolves Spark's Kafka
+connector with it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -41,7 +44,23 @@ def ensure_broker_jars(cache_dir: Path | None = None) -> Path:
     ``cache_dir`` replaces the cache root; the jars land in ``<root>/kafka-<version>/lib``. A
     marker file written after a complete resolution makes later calls return at once.
     """
-    home = (cache_dir or cache_root()) / f"kafka-{KAFKA_VERSION}"
+    return ensure_maven_jars(
+        (cache_dir or cache_root()) / f"kafka-{KAFKA_VERSION}",
+        resources.files(__package__).joinpath("broker-pom.xml").read_bytes(),
+        [f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={LOG4J_VERSION}"],
+        expected="kafka_2.13-*.jar",
+        marker=f"kafka {KAFKA_VERSION}\nlog4j {LOG4J_VERSION}\n",
+    )
+
+
+def ensure_maven_jars(
+    home: Path, pom: bytes, arguments: Sequence[str], *, expected: str, marker: str
+) -> Path:
+    """Return ``home/lib``, filled once by ``mvn dependency:copy-dependencies`` on ``pom``.
+
+    ``arguments`` are extra Maven arguments (``-Dname=value``); ``expected`` is a glob one of the
+    copied jars must match for the copy to count; ``marker`` is written to the marker file.
+    """
     lib = home / "lib"
     if (lib / _MARKER).is_file():
         return lib
@@ -49,19 +68,20 @@ def ensure_broker_jars(cache_dir: Path | None = None) -> Path:
     with open(home / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be resolving the same version
         if not (lib / _MARKER).is_file():
-            _resolve_jars(home, lib)
+            _resolve_jars(home, lib, pom, arguments, expected, marker)
     return lib
 
 
-def _resolve_jars(home: Path, lib: Path) -> None:
-    pom = home / "pom.xml"
-    pom.write_bytes(resources.files(__package__).joinpath("broker-pom.xml").read_bytes())
+def _resolve_jars(
+    home: Path, lib: Path, pom: bytes, arguments: Sequence[str], expected: str, marker: str
+) -> None:
+    pom_path = home / "pom.xml"
+    pom_path.write_bytes(pom)
     staging = home / "lib.partial"
     shutil.rmtree(staging, ignore_errors=True)
     command = [
-        "mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-        "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
-        f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={LOG4J_VERSION}",
+        "mvn", "-q", "-B", "-f", str(pom_path), "dependency:copy-dependencies",
+        "-DincludeScope=runtime", f"-DoutputDirectory={staging}", *arguments,
     ]  # fmt: skip
     started = time.monotonic()
     try:
@@ -69,18 +89,18 @@ def _resolve_jars(home: Path, lib: Path) -> None:
             command, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT, check=False
         )
     except FileNotFoundError:
-        raise BrokerError("cannot resolve the Kafka broker's jars: mvn is not on PATH") from None
+        raise BrokerError(f"cannot resolve the jars of {home.name}: mvn is not on PATH") from None
     except subprocess.TimeoutExpired:
         raise BrokerError(
             f"`{' '.join(command)}` did not finish within {_MAVEN_TIMEOUT:.0f} s"
         ) from None
-    jars = list(staging.glob("kafka_2.13-*.jar")) if staging.is_dir() else []
+    jars = list(staging.glob(expected)) if staging.is_dir() else []
     if done.returncode != 0 or not jars:
         tail = tail_lines((done.stdout + done.stderr).splitlines())
         raise BrokerError(f"`{' '.join(command)}` failed (exit {done.returncode}):\n{tail}")
     shutil.rmtree(lib, ignore_errors=True)
     staging.rename(lib)
-    (lib / _MARKER).write_text(f"kafka {KAFKA_VERSION}\nlog4j {LOG4J_VERSION}\n")
+    (lib / _MARKER).write_text(marker)
     event("kafka.jars.resolved", lib=lib, seconds=round(time.monotonic() - started, 1))
 
 

@@ -1,0 +1,280 @@
+"""A pipeline as Spark Structured Streaming queries: one per sink, one per dead-letter topic.
+
+Every sink is its own query with its own checkpoint (``<checkpoint>/<sink name>``; a source's
+dead-letter query uses ``<checkpoint>/<source>.dead-letter``), reading its source from where that
+checkpoint left off. A query's steps, in order: the source's records, checked by its model
+(:mod:`ssegate.pipeline.records`); ``where``; then either ``window`` (a windowed aggregation over
+the watermark, emitted once per window when the watermark passes its end: output mode append),
+``latest`` (:mod:`ssegate.pipeline.latest`, output mode update) or nothing; then the Kafka
+record: ``key``, a JSON ``value`` of the ``select`` expressions, and ``headers``.
+
+Spark's Kafka sink is at-least-once: after a crash the last micro-batch may be written again.
+Every record has a key, so a consumer that keeps the latest value per key (a compacted topic,
+the gateway's cache) ends in the same state either way.
+
+:func:`start_pipeline` creates missing sink topics first (compacted when the sink says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from ssegate.catalogs import CatalogSet, build_catalog
+from ssegate.config.errors import ConfigError
+from ssegate.pipeline.config import Pipeline, Sink, Source, Window
+from ssegate.pipeline.latest import latest_per_key
+from ssegate.pipeline.records import (
+    HEADERS_TYPE,
+    checked_records,
+    dead_letters,
+    field_names,
+    valid_rows,
+)
+from ssegate.pipeline.topics import TopicSpec, ensure_topics
+from ssegate.pipeline.validation import build_record_model
+from ssegate.telemetry.log import event
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+Built = TypeVar("Built")
+Trigger = Literal["available_now"] | float | None
+"""``available_now``: process what is there, then stop; seconds: one micro-batch per interval;
+``None``: the next micro-batch as soon as the last one ends."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One query to start: its name, its Kafka records, the topic and the output mode."""
+
+    name: str
+    records: DataFrame
+    topic: str
+    mode: str
+    checkpoint: Path
+    path: str
+    """The YAML path of what the query comes from."""
+
+
+def build_outputs(
+    spark: SparkSession, pipeline: Pipeline, bootstrap: str, checkpoint: Path
+) -> list[Output]:
+    """Every query of the pipeline, built and analysed; a bad expression is a ConfigError."""
+    catalogs = CatalogSet(
+        {
+            name: build_catalog(component, lambda p: str(pipeline.base / p))
+            for name, component in pipeline.catalogs.items()
+        }
+    )
+    outputs: list[Output] = []
+    checked: dict[str, DataFrame] = {}
+    rows: dict[str, DataFrame] = {}
+    for name, source in pipeline.sources.items():
+        topic = source.kafka.topic if source.kafka else None
+        model = build_record_model(source.model, f"sources.{name}.model", catalogs, topic)
+        checked[name] = checked_records(spark, source, model, bootstrap)
+        rows[name] = _analysed(partial(valid_rows, checked[name], source), f"sources.{name}.fields")
+        if source.dead_letter:
+            outputs.append(
+                Output(
+                    name=f"{pipeline.name}.{name}.dead-letter",
+                    records=dead_letters(checked[name]),
+                    topic=source.dead_letter,
+                    mode="append",
+                    checkpoint=checkpoint / f"{name}.dead-letter",
+                    path=f"sources.{name}.dead_letter",
+                )
+            )
+    for name, sink in pipeline.sinks.items():
+        source = pipeline.sources[sink.source]
+        records, mode = _sink_records(rows[sink.source], source, sink, f"sinks.{name}")
+        outputs.append(
+            Output(
+                f"{pipeline.name}.{name}",
+                records,
+                sink.topic,
+                mode,
+                checkpoint / name,
+                f"sinks.{name}",
+            )
+        )
+    return outputs
+
+
+def start_pipeline(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    *,
+    bootstrap: str | None = None,
+    checkpoint: Path | None = None,
+    trigger: Trigger = None,
+) -> list[StreamingQuery]:
+    """Create missing topics and start every query of the pipeline."""
+    bootstrap = bootstrap or pipeline.bootstrap
+    checkpoint = checkpoint or pipeline.checkpoint
+    outputs = build_outputs(spark, pipeline, bootstrap, checkpoint)
+    ensure_topics(bootstrap, _topic_specs(pipeline))
+    queries: list[StreamingQuery] = []
+    try:
+        for output in outputs:
+            queries.append(_start(output, bootstrap, trigger))
+    except BaseException:
+        for query in queries:
+            query.stop()
+        raise
+    return queries
+
+
+def _start(output: Output, bootstrap: str, trigger: Trigger) -> StreamingQuery:
+    from pyspark.errors import PySparkException
+
+    writer = (
+        output.records.writeStream.format("kafka")
+        .queryName(output.name)
+        .outputMode(output.mode)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", output.topic)
+        .option("checkpointLocation", str(output.checkpoint))
+    )
+    if trigger == "available_now":
+        writer = writer.trigger(availableNow=True)
+    elif trigger is not None:
+        writer = writer.trigger(processingTime=f"{trigger} seconds")
+    try:
+        query = writer.start()
+    except PySparkException as exc:
+        raise ConfigError(output.path, _first_line(str(exc))) from None
+    event(
+        "pipeline.query.started",
+        query=output.name,
+        topic=output.topic,
+        checkpoint=output.checkpoint,
+    )
+    return query
+
+
+def _sink_records(rows: DataFrame, source: Source, sink: Sink, path: str) -> tuple[DataFrame, str]:
+    from pyspark.sql import functions as F
+
+    if sink.where:
+        rows = _analysed(lambda: rows.where(F.expr(sink.where or "")), f"{path}.where")
+    select = dict(sink.select or {})
+    if sink.window is not None:
+        rows = _windowed(rows, source, sink.window, f"{path}.window")
+        mode = "append"
+        fields = list(rows.columns)
+    else:
+        mode = "update" if sink.latest else "append"
+        fields = field_names(rows)
+    if not select:
+        select = {name: f"`{name}`" for name in fields}
+    value = F.to_json(
+        F.struct(
+            *[
+                _expr(rows, text, f"{path}.select.{name}").alias(name)
+                for name, text in select.items()
+            ]
+        )
+    )
+    headers = [
+        F.struct(
+            F.lit(name).alias("key"),
+            _expr(rows, text, f"{path}.headers.{name}").cast("string").alias("value"),
+        )
+        for name, text in sink.headers.items()
+    ]
+    key = _expr(rows, sink.key, f"{path}.key").cast("string") if sink.key else F.lit(None)
+    if sink.latest is not None:
+        assert source.event_time is not None
+        header_text = F.to_json(F.array(*headers)) if headers else F.lit("[]")
+        rows = latest_per_key(rows, sink.latest, source.event_time, key, value, header_text)
+        return _kafka_columns(
+            F.col("key"), F.col("value"), _headers_from_json(F.col("headers")), rows
+        ), mode
+    header_array = (
+        F.array(*[_binary_header(h) for h in headers])
+        if headers
+        else F.lit(None).cast(HEADERS_TYPE)
+    )
+    return _kafka_columns(key.cast("string"), value, header_array, rows), mode
+
+
+def _windowed(rows: DataFrame, source: Source, window: Window, path: str) -> DataFrame:
+    """One row per window and group, once the watermark passes the window's end."""
+    from pyspark.sql import functions as F
+
+    assert source.event_time is not None
+    groups = [_expr(rows, g, f"{path}.group_by") for g in window.group_by]
+    aggregates = [
+        _expr(rows, text, f"{path}.aggregates.{name}").alias(name)
+        for name, text in window.aggregates.items()
+    ]
+    windows = F.window(source.event_time, window.duration, window.slide).alias("_window")
+    return _analysed(
+        lambda: (
+            rows.groupBy(windows, *groups)
+            .agg(*aggregates)
+            .withColumn("window_start", F.col("_window.start"))
+            .withColumn("window_end", F.col("_window.end"))
+            .drop("_window")
+        ),
+        path,
+    )
+
+
+def _kafka_columns(key: Column, value: Column, headers: Column, rows: DataFrame) -> DataFrame:
+    return rows.select(
+        key.cast("binary").alias("key"),
+        value.cast("binary").alias("value"),
+        headers.alias("headers"),
+    )
+
+
+def _binary_header(header: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.struct(header["key"].alias("key"), header["value"].cast("binary").alias("value"))
+
+
+def _headers_from_json(text: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    parsed = F.from_json(text, "array<struct<key:string,value:string>>")
+    return F.transform(parsed, _binary_header)
+
+
+def _expr(rows: DataFrame, text: str, path: str) -> Column:
+    """``text`` as a column of ``rows``; a parse or analysis error names ``path``."""
+    from pyspark.sql import functions as F
+
+    column = _analysed(lambda: F.expr(text), path)
+    _analysed(lambda: rows.select(column), path)
+    return column
+
+
+def _analysed(build: Callable[[], Built], path: str) -> Built:
+    """``build()``; a Spark parse or analysis error becomes a ConfigError at ``path``."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return build()
+    except PySparkException as exc:
+        raise ConfigError(path, _first_line(str(exc))) from None
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "invalid expression"
+
+
+def _topic_specs(pipeline: Pipeline) -> list[TopicSpec]:
+    specs = {
+        s.dead_letter: TopicSpec(s.dead_letter) for s in pipeline.sources.values() if s.dead_letter
+    }
+    for sink in pipeline.sinks.values():
+        specs[sink.topic] = TopicSpec(sink.topic, sink.partitions, sink.compacted)
+    return list(specs.values())

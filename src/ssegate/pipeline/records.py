@@ -1,0 +1,119 @@
+"""From a source to checked rows: read, validate with the source's model, parse its fields.
+
+:func:`checked_records` reads a source (Kafka or the generator) and runs every value through the
+source's :class:`~ssegate.pipeline.validation.RecordModel` in an Arrow batch UDF, adding two
+columns: ``_reason`` (why the record is invalid, else null) and ``_text`` (its JSON text).
+:func:`valid_rows` parses the valid ones into the declared ``fields`` plus the Kafka metadata
+``_key`` (string), ``_topic``, ``_partition``, ``_offset`` and ``_timestamp``, with the source's
+watermark on its ``event_time`` column. :func:`dead_letters` turns the invalid ones into Kafka
+records carrying the original key, value and headers, and headers naming why and where from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ssegate.pipeline.config import Source
+from ssegate.pipeline.generator import generated_records
+from ssegate.pipeline.validation import RecordModel, check_values
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+REASON_HEADER = "ssegate-reason"
+TOPIC_HEADER = "ssegate-topic"
+PARTITION_HEADER = "ssegate-partition"
+OFFSET_HEADER = "ssegate-offset"
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+_RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+def raw_records(spark: SparkSession, source: Source, bootstrap: str) -> DataFrame:
+    """The source's records with the Kafka source's columns, headers included."""
+    if source.generator is not None:
+        return generated_records(spark, source.name, source.generator)
+    assert source.kafka is not None
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source.kafka.topic)
+        .option("startingOffsets", source.kafka.starting_offsets)
+        .option("includeHeaders", "true")
+    )
+    for key, value in source.kafka.options.items():
+        reader = reader.option(key, value)
+    return reader.load().select(*_RAW_COLUMNS)
+
+
+def checked_records(
+    spark: SparkSession, source: Source, model: RecordModel, bootstrap: str
+) -> DataFrame:
+    """Raw records plus ``_reason`` and ``_text``, from the model, batch by batch."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    raw = raw_records(spark, source, bootstrap)
+    schema = StructType(
+        [
+            *raw.schema.fields,
+            StructField("_reason", StringType()),
+            StructField("_text", StringType()),
+        ]
+    )
+
+    def check(batches: Iterable[Any]) -> Iterator[Any]:  # pyarrow.RecordBatch both ways
+        import pyarrow as pa  # type: ignore[import-untyped]  # no stubs installed
+
+        for batch in batches:
+            reasons, texts = check_values(model, batch.column("value").to_pylist())
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(reasons, pa.string()), pa.array(texts, pa.string())],
+                names=[*batch.schema.names, "_reason", "_text"],
+            )
+
+    return raw.mapInArrow(check, schema)
+
+
+def valid_rows(checked: DataFrame, source: Source) -> DataFrame:
+    """The valid records, parsed into the source's fields, with its watermark."""
+    from pyspark.sql import functions as F
+
+    parsed = checked.where(F.col("_reason").isNull()).select(
+        F.from_json(F.col("_text"), source.fields).alias("_record"),
+        F.col("key").cast("string").alias("_key"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+        F.col("timestamp").alias("_timestamp"),
+    )
+    rows = parsed.select("_record.*", "_key", "_topic", "_partition", "_offset", "_timestamp")
+    if source.event_time is not None and source.watermark is not None:
+        rows = rows.withWatermark(source.event_time, source.watermark)
+    return rows
+
+
+def field_names(rows: DataFrame) -> list[str]:
+    """The declared fields of :func:`valid_rows`, without the Kafka metadata columns."""
+    return [name for name in rows.columns if not name.startswith("_")]
+
+
+def dead_letters(checked: DataFrame) -> DataFrame:
+    """The invalid records as Kafka records for the dead-letter topic."""
+    from pyspark.sql import functions as F
+
+    ours = F.array(
+        _header(REASON_HEADER, F.col("_reason")),
+        _header(TOPIC_HEADER, F.col("topic")),
+        _header(PARTITION_HEADER, F.col("partition").cast("string")),
+        _header(OFFSET_HEADER, F.col("offset").cast("string")),
+    )
+    original = F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE))
+    return checked.where(F.col("_reason").isNotNull()).select(
+        F.col("key"), F.col("value"), F.concat(original, ours).alias("headers")
+    )
+
+
+def _header(name: str, value: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
