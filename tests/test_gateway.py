@@ -256,3 +256,96 @@ def test_start_refuses_an_unset_environment_variable_without_a_traceback(tmp_pat
     assert result.returncode == 2
     assert "KEYSTORE_PASSWORD" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+ALPN_CONFIG = """\
+name: alpn-routes
+vaults:
+  my_servers:
+    type: filesystem
+    options:
+      keys:
+        store: tls/localhost.p12
+        password: {password}
+bindings:
+  tcp_server:
+    type: tcp
+    kind: server
+    options:
+      host: 127.0.0.1
+      port: {port}
+    exit: tls_server
+  tls_server:
+    type: tls
+    kind: server
+    vault: my_servers
+    options:
+      keys: [localhost]
+      alpn: [h2, http/1.1]
+    routes:
+      - when:
+          - alpn: h2
+        exit: http_two
+    exit: http_one
+  http_two:
+    type: http
+    kind: server
+    options:
+      versions: [h2]
+    routes:
+      - exit: map_two
+  map_two:
+    type: http-filesystem
+    kind: proxy
+    routes:
+      - when:
+          - path: /{{path}}
+        with:
+          path: ${{params.path}}
+        exit: files_two
+  http_one:
+    type: http
+    kind: server
+    options:
+      versions: [http/1.1]
+    routes:
+      - exit: map_one
+  map_one:
+    type: http-filesystem
+    kind: proxy
+    routes:
+      - when:
+          - path: /{{path}}
+        with:
+          path: ${{params.path}}
+        exit: files_one
+  files_two:
+    type: filesystem
+    kind: server
+    options:
+      location: two/
+  files_one:
+    type: filesystem
+    kind: server
+    options:
+      location: one/
+"""
+
+
+def test_tls_routes_send_each_alpn_protocol_to_its_own_binding(tmp_path: Path) -> None:
+    (tmp_path / "tls").mkdir()
+    bundle = make_keystore(tmp_path / "tls" / "localhost.p12", alias="localhost", password=PASSWORD)
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "which.txt").write_text(name)
+    port = free_port()
+    config = tmp_path / "zilla.yaml"
+    config.write_text(ALPN_CONFIG.format(password=PASSWORD, port=port))
+    gateway = Gateway(tmp_path, port, 0, Path(bundle.ca_pem))
+    with GatewayProcess(config):
+        with gateway.client(http2=True) as client:
+            h2 = client.get(f"https://localhost:{port}/which.txt")
+        with gateway.client(http2=False) as client:
+            h1 = client.get(f"https://localhost:{port}/which.txt")
+    assert (h2.http_version, h2.text) == ("HTTP/2", "two")
+    assert (h1.http_version, h1.text) == ("HTTP/1.1", "one")

@@ -183,8 +183,7 @@ class Runtime:
             for listener in tcp.listeners:
                 exit_obj = self.exit(listener.exit)
                 ssl_context = getattr(exit_obj, "ssl_context", None)
-                http = self.exit(exit_obj.exit) if ssl_context is not None else exit_obj
-                factory = http.protocol_factory()
+                factory = self._protocol_factory(exit_obj)
                 server = await self._listen(
                     loop, factory, listener.host, listener.port, ssl_context, reuse_port, tcp.name
                 )
@@ -212,6 +211,20 @@ class Runtime:
                 self._servers.extend(await started(self._metrics, component, reuse_port=reuse_port))
             else:
                 started(component)
+
+    def _protocol_factory(self, exit_obj: Any) -> Callable[[], asyncio.Protocol]:
+        """What a listener creates per connection: the http server's protocol, chosen by ALPN
+        when a tls server routes protocols to different bindings."""
+        if getattr(exit_obj, "ssl_context", None) is None:
+            factory: Callable[[], asyncio.Protocol] = exit_obj.protocol_factory()
+            return factory
+        names = {route.exit for route in exit_obj.routes} | {exit_obj.exit}
+        if len(names) == 1:
+            return self._protocol_factory(self.exit(exit_obj.exit))
+        from ssegate.bindings.tls.alpn import alpn_factory
+
+        factories = {name: self.exit(name).protocol_factory() for name in names}
+        return alpn_factory(exit_obj.exit_for_alpn, factories)
 
     async def _listen(
         self,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ssegate.bindings.tcp.server import build, parse_ports
-from ssegate.config.errors import ConfigError
+from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Route
 
 
@@ -64,3 +64,19 @@ def test_a_port_with_no_route_and_no_exit_is_an_error() -> None:
     assert str(caught.value) == (
         "bindings.north_tcp_server.routes: no route and no exit for port 7114"
     )
+
+
+def test_routes_on_cidr_are_refused_as_not_supported_yet() -> None:
+    binding = _server(
+        {"port": 7143},
+        [
+            Route(
+                exit="tls",
+                when=[{"cidr": "127.0.0.0/8"}],
+                path="bindings.north_tcp_server.routes[0]",
+            )
+        ],
+    )
+    with pytest.raises(NotSupportedYet) as caught:
+        build(binding, None)  # type: ignore[arg-type]
+    assert caught.value.path == "bindings.north_tcp_server.routes[0].when[0].cidr"

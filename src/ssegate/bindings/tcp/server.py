@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ssegate.config.errors import ConfigError
+from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 
@@ -82,6 +82,12 @@ def build(binding: Binding, ctx: BuildContext) -> TcpServer:
             continue
         route_ports: set[int] = set()
         for index, when in enumerate(route.when):
+            unsupported = sorted(set(when) - {"port"})
+            if unsupported:
+                raise NotSupportedYet(
+                    f"{route.path}.when[{index}].{unsupported[0]}",
+                    "tcp routes by port only in this version of ssegate",
+                )
             if "port" in when:
                 route_ports.update(parse_ports(when["port"], f"{route.path}.when[{index}].port"))
         routed.append((route_ports, route.exit))
