@@ -31,6 +31,7 @@ def add_bench_parser(commands: Any) -> None:
     static.add_argument("--duration", type=float, default=5.0, help="seconds per tool run")
     static.add_argument("--connections", type=int, default=50)
     static.add_argument("--workers", type=int, default=1)
+    static.add_argument("--runs", type=int, default=3, help="runs per tool; the median is kept")
     static.add_argument("--out", type=Path, default=None, help="JSON file to write")
     static.set_defaults(func=_static)
 
@@ -39,17 +40,89 @@ def add_bench_parser(commands: Any) -> None:
     idle.add_argument("--out", type=Path, default=None)
     idle.set_defaults(func=_idle)
 
+    proxy = scenarios.add_parser(
+        "proxy", help="events/s and latency through the SSE proxy, per protocol and client count"
+    )
+    proxy.add_argument("--clients", type=_int_list, default=[1, 100, 1000])
+    proxy.add_argument(
+        "--rate",
+        type=_int_list,
+        default=[1000, 100, 10],
+        help="published events/s: one value, or one per client count",
+    )
+    proxy.add_argument("--duration", type=float, default=5.0, help="seconds of publishing")
+    proxy.add_argument("--protocol", type=_protocols, default=("h1", "h2"), help="h1,h2")
+    proxy.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    proxy.add_argument("--tls", action="store_true", help="connect over TLS")
+    proxy.add_argument("--client-processes", type=int, default=1)
+    proxy.add_argument("--h2-streams", type=int, default=1, help="h2 streams per connection")
+    proxy.add_argument("--size", type=int, default=0, help="pad event data to this many bytes")
+    proxy.add_argument("--plot", type=Path, default=None, help="PNG of latency CDFs")
+    proxy.add_argument("--out", type=Path, default=None)
+    proxy.set_defaults(func=_proxy)
+
+    proxy_idle = scenarios.add_parser("proxy-idle", help="gateway RSS per idle proxied client")
+    proxy_idle.add_argument("--clients", type=int, default=1000)
+    proxy_idle.add_argument("--protocol", choices=["h1", "h2"], default="h1")
+    proxy_idle.add_argument("--tls", action="store_true")
+    proxy_idle.add_argument("--out", type=Path, default=None)
+    proxy_idle.set_defaults(func=_proxy_idle)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        message = f"{text!r} is not a comma-separated list of integers"
+        raise argparse.ArgumentTypeError(message) from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be a positive integer")
+    return values
+
+
+def _protocols(text: str) -> tuple[str, ...]:
+    values = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [v for v in values if v not in ("h1", "h2")]
+    if not values or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: protocols are h1 and h2")
+    return values
+
 
 def _static(args: argparse.Namespace) -> int:
     from ssegate.bench.foundation import run_static
 
-    return _write(run_static(args.duration, args.connections, args.workers), args.out)
+    return _write(run_static(args.duration, args.connections, args.workers, args.runs), args.out)
 
 
 def _idle(args: argparse.Namespace) -> int:
     from ssegate.bench.foundation import run_idle
 
     return _write(run_idle(args.connections), args.out)
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from ssegate.bench.proxy import plot_latency, run_proxy
+
+    results = run_proxy(
+        args.clients,
+        [float(rate) for rate in args.rate],
+        duration=args.duration,
+        protocols=args.protocol,
+        workers=args.workers,
+        tls=args.tls,
+        client_processes=args.client_processes,
+        h2_streams=args.h2_streams,
+        size=args.size,
+    )
+    if args.plot is not None:
+        results["plot"] = plot_latency(results, args.plot)
+    return _write(results, args.out)
+
+
+def _proxy_idle(args: argparse.Namespace) -> int:
+    from ssegate.bench.proxy import run_proxy_idle
+
+    return _write(run_proxy_idle(args.clients, protocol=args.protocol, tls=args.tls), args.out)
 
 
 def machine() -> dict[str, Any]:
@@ -70,6 +143,15 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _without_histograms(value: Any) -> Any:
+    """The results as printed: histograms stay in the file only."""
+    if isinstance(value, dict):
+        return {k: _without_histograms(v) for k, v in value.items() if k != "histogram_us"}
+    if isinstance(value, list):
+        return [_without_histograms(v) for v in value]
+    return value
+
+
 def _write(results: dict[str, Any], out: Path | None) -> int:
     results["machine"] = machine()
     results["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -78,6 +160,6 @@ def _write(results: dict[str, Any], out: Path | None) -> int:
         out = Path("bench-results") / f"{results['scenario']}-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    print(json.dumps(_without_histograms(results), indent=2))
     print(f"written to {out}")
     return 0

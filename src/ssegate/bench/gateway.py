@@ -44,6 +44,21 @@ def sample(pid: int) -> ProcessSample:
     return ProcessSample(rss, cpu)
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent not idle since boot (``/proc/stat``).
+
+    The difference over a run, minus what the measured processes used, is what other work on
+    the machine took from the same cores.
+    """
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(value) for value in fields[:8]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _children(pid: int) -> list[int]:
     try:
         text = Path(f"/proc/{pid}/task/{pid}/children").read_text()

@@ -1,0 +1,299 @@
+"""Benchmarks of the SSE proxy chain: events/s, publish-to-receive latency, idle memory.
+
+The chain is the one of ``examples/sse.proxy`` without a guard, written to a temporary
+directory: ``tcp`` (a plain port for HTTP/1.1 and h2c, a TLS port for h2 and HTTP/1.1) →
+``http`` → ``sse`` server → ``sse`` client → ``http`` client → ``tcp`` client → the example
+upstream server. Every downstream stream is its own upstream connection, as in Zilla.
+
+``proxy``: for each protocol and client count, the load clients (:mod:`ssegate.bench.load`)
+open their streams, the publisher (:mod:`ssegate.bench.publisher`) writes a fixed rate for a
+fixed time, and after a short drain the clients report. A case records delivered events/s,
+id gaps, streams closed early, latency percentiles and a histogram, and the CPU seconds of the
+gateway, the upstream, the publisher and each client process over the case.
+``proxy-idle``: N streams opened and left idle; gateway (and upstream) RSS per stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ssegate.bench.foundation import PASSWORD
+from ssegate.bench.gateway import GatewayProcess, machine_busy_seconds
+from ssegate.bench.latency import LatencyHistogram
+from ssegate.bench.load import LoadClients, LoadSpec
+from ssegate.bench.publisher import UpstreamProcess, publish
+from ssegate.engine.runtime import free_port
+
+DRAIN_SECONDS = 1.5
+
+
+def write_proxy_config(workdir: Path, upstream_port: int) -> tuple[Path, int, int]:
+    """The example's proxy chain with no guard; (config path, plain port, TLS port)."""
+    from ssegate.testing.certs import make_keystore
+
+    make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
+    plain, tls = free_port(), free_port()
+    config = workdir / "zilla.yaml"
+    config.write_text(
+        f"""\
+name: bench-proxy
+vaults:
+  server:
+    type: filesystem
+    options:
+      keys:
+        store: localhost.p12
+        password: {PASSWORD}
+bindings:
+  north_tcp_server:
+    type: tcp
+    kind: server
+    options:
+      host: 127.0.0.1
+      port: [{plain}, {tls}]
+    routes:
+      - when:
+          - port: {tls}
+        exit: north_tls_server
+    exit: north_http_server
+  north_tls_server:
+    type: tls
+    kind: server
+    vault: server
+    options:
+      keys: [localhost]
+      alpn: [h2, http/1.1]
+    exit: north_http_server
+  north_http_server:
+    type: http
+    kind: server
+    routes:
+      - exit: north_sse_server
+  north_sse_server:
+    type: sse
+    kind: server
+    exit: south_sse_client
+  south_sse_client:
+    type: sse
+    kind: client
+    exit: south_http_client
+  south_http_client:
+    type: http
+    kind: client
+    options:
+      versions: [http/1.1]
+    exit: south_tcp_client
+  south_tcp_client:
+    type: tcp
+    kind: client
+    options:
+      host: 127.0.0.1
+      port: {upstream_port}
+"""
+    )
+    return config, plain, tls
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_proxy(
+    clients: list[int],
+    rates: list[float],
+    *,
+    duration: float = 5.0,
+    protocols: tuple[str, ...] = ("h1", "h2"),
+    workers: int = 1,
+    tls: bool = False,
+    client_processes: int = 1,
+    h2_streams: int = 1,
+    size: int = 0,
+) -> dict[str, Any]:
+    """Every (protocol, client count) case against one gateway and one upstream.
+
+    ``rates`` is one publish rate (events/s) for every client count, or one per count.
+    """
+    if len(rates) not in (1, len(clients)):
+        raise ValueError("give one rate, or one rate per client count")
+    per_count = rates * len(clients) if len(rates) == 1 else rates
+    results: dict[str, Any] = {
+        "scenario": "proxy",
+        "duration_s": duration,
+        "workers": workers,
+        "tls": tls,
+        "client_processes": client_processes,
+        "h2_streams_per_connection": h2_streams,
+        "event_data_bytes": max(size, 19),
+        "cases": [],
+    }
+    with tempfile.TemporaryDirectory() as tmp, UpstreamProcess() as upstream:
+        config, plain, tls_port = write_proxy_config(Path(tmp), upstream.http_port)
+        with GatewayProcess(config, workers=workers) as gateway:
+            for protocol in protocols:
+                for count, rate in zip(clients, per_count, strict=True):
+                    spec = LoadSpec(
+                        port=tls_port if tls else plain,
+                        clients=count,
+                        protocol=protocol,
+                        tls=tls,
+                        h2_streams=h2_streams,
+                        max_seconds=duration + 60,
+                    )
+                    case = _run_case(
+                        spec, rate, duration, size, client_processes, gateway, upstream
+                    )
+                    results["cases"].append(case)
+                    time.sleep(0.5)
+    return results
+
+
+def _run_case(
+    spec: LoadSpec,
+    rate: float,
+    duration: float,
+    size: int,
+    processes: int,
+    gateway: GatewayProcess,
+    upstream: UpstreamProcess,
+) -> dict[str, Any]:
+    with LoadClients(spec, processes) as load:
+        ready = load.wait_ready()
+        time.sleep(0.2)
+        gateway_before, upstream_before = gateway.sample(), upstream.sample()
+        self_before, wall_before = _self_cpu(), time.monotonic()
+        busy_before, load_average = machine_busy_seconds(), os.getloadavg()[0]
+        published = asyncio.run(publish(upstream.publish_port, rate, duration, size=size))
+        time.sleep(DRAIN_SECONDS)
+        result = load.stop()
+        wall = time.monotonic() - wall_before
+        gateway_after, upstream_after = gateway.sample(), upstream.sample()
+        self_after, busy_after = _self_cpu(), machine_busy_seconds()
+    gateway_cpu = gateway_after.cpu_seconds - gateway_before.cpu_seconds
+    upstream_cpu = upstream_after.cpu_seconds - upstream_before.cpu_seconds
+    harness_cpu = self_after - self_before
+    other = busy_after - busy_before - gateway_cpu - upstream_cpu - harness_cpu
+    measured: dict[str, Any] = {
+        "wall": round(wall, 2),
+        "gateway": round(gateway_cpu, 2),
+        "upstream": round(upstream_cpu, 2),
+        "publisher_and_harness": round(harness_cpu, 2),
+        "clients": result.cpu_seconds,
+        "other_work_on_machine": round(max(0.0, other - sum(result.cpu_seconds)), 2),
+    }
+    expected = published.events * ready.opened
+    span = (result.last_ns - published.started_ns) / 1e9 if result.last_ns else 0.0
+    return {
+        "protocol": spec.protocol,
+        "clients": spec.clients,
+        "opened": ready.opened,
+        "failed": ready.failed,
+        "rate": rate,
+        "published": published.events,
+        "expected": expected,
+        "received": result.received,
+        "missing": expected - result.received,
+        "gaps": result.gaps,
+        "duplicates": result.duplicates,
+        "closed_early": result.closed_early,
+        "offered_events_per_s": round(expected / duration, 1),
+        "delivered_events_per_s": round(result.received / span, 1) if span > 0 else 0.0,
+        "latency_ms": result.histogram.summary(),
+        "histogram_us": result.histogram.to_sparse(),
+        "cpu_s": measured,
+        "load_average_1min_at_start": round(load_average, 2),
+        "gateway_rss_mib": round(gateway_after.rss_bytes / 2**20, 1),
+        "upstream_rss_mib": round(upstream_after.rss_bytes / 2**20, 1),
+        "errors": (ready.errors + result.errors)[:5],
+    }
+
+
+def run_proxy_idle(
+    clients: int = 1000, *, protocol: str = "h1", tls: bool = False, settle: float = 2.0
+) -> dict[str, Any]:
+    """RSS per idle proxied stream: the gateway's (both of its sides) and the upstream's."""
+    results: dict[str, Any] = {
+        "scenario": "proxy-idle",
+        "clients": clients,
+        "protocol": protocol,
+        "tls": tls,
+    }
+    with tempfile.TemporaryDirectory() as tmp, UpstreamProcess() as upstream:
+        config, plain, tls_port = write_proxy_config(Path(tmp), upstream.http_port)
+        with GatewayProcess(config, workers=1) as gateway:
+            time.sleep(settle)
+            gateway_base, upstream_base = gateway.sample(), upstream.sample()
+            spec = LoadSpec(
+                port=tls_port if tls else plain,
+                clients=clients,
+                protocol=protocol,
+                tls=tls,
+                max_seconds=120,
+            )
+            started = time.monotonic()
+            with LoadClients(spec, 1) as load:
+                ready = load.wait_ready()
+                opened_in = time.monotonic() - started
+                time.sleep(settle)
+                gateway_loaded, upstream_loaded = gateway.sample(), upstream.sample()
+                load.stop()
+    opened = max(ready.opened, 1)
+    results.update(
+        {
+            "opened": ready.opened,
+            "failed": ready.failed,
+            "open_seconds": round(opened_in, 2),
+            "gateway_rss_base_mib": round(gateway_base.rss_bytes / 2**20, 1),
+            "gateway_rss_loaded_mib": round(gateway_loaded.rss_bytes / 2**20, 1),
+            "gateway_bytes_per_client": round(
+                (gateway_loaded.rss_bytes - gateway_base.rss_bytes) / opened
+            ),
+            "upstream_bytes_per_client": round(
+                (upstream_loaded.rss_bytes - upstream_base.rss_bytes) / opened
+            ),
+            "errors": ready.errors[:5],
+        }
+    )
+    return results
+
+
+def plot_latency(results: dict[str, Any], path: Path) -> str:
+    """A PNG of latency CDFs, one line per (protocol, clients) case; what was done.
+
+    matplotlib is optional (``pip install matplotlib``); without it nothing is drawn and the
+    returned message says so.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no plot: matplotlib is not installed (pip install matplotlib)"
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for case in results["cases"]:
+        histogram = LatencyHistogram.from_sparse(case["histogram_us"])
+        points = histogram.cdf()
+        if not points:
+            continue
+        xs, ys = zip(*points, strict=True)
+        label = f"{case['protocol']} {case['clients']} clients, {case['rate']:g} ev/s"
+        axes.step(xs, ys, where="post", label=label)
+    axes.set_xscale("log")
+    axes.set_xlabel("publish to receive latency (ms)")
+    axes.set_ylabel("fraction of events")
+    axes.set_title("ssegate SSE proxy: latency CDF")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"plot written to {path}"
