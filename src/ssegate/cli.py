@@ -80,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     start.set_defaults(func=_start)
 
     # The tools that come with the gateway; each module registers its own commands.
+    from ssegate.asyncapi.cli import add_asyncapi_parser
     from ssegate.bench.cli import add_bench_parser
     from ssegate.kafka.broker import add_kafka_parser
     from ssegate.pipeline.cli import add_pipeline_parser
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     add_pipeline_parser(commands)
     add_token_parser(commands)
     add_bench_parser(commands)
+    add_asyncapi_parser(commands)
     return parser
 
 

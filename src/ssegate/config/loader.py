@@ -55,6 +55,10 @@ def load_config_text(
     """Check and resolve a config given as text; ``source`` names it in messages."""
     document = parse_document(text, source=source, env=env)
     validate_document(document)
+    if any(b.get("type") == "asyncapi" for b in (document.get("bindings") or {}).values()):
+        from ssegate.asyncapi.expand import expand_asyncapi
+
+        document = expand_asyncapi(document, base_dir=base_dir)
     return resolve(document, source=source, base_dir=base_dir)
 
 

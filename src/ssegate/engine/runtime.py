@@ -42,6 +42,9 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("kafka", "cache_server"): "ssegate.bindings.kafka.cache_server:build",
     ("kafka", "cache_client"): "ssegate.bindings.kafka.cache_client:build",
     ("sse-kafka", "proxy"): "ssegate.bindings.sse_kafka.proxy:build",
+    ("asyncapi", "server"): "ssegate.bindings.asyncapi.server:build",
+    ("asyncapi", "proxy"): "ssegate.bindings.asyncapi.composite:build",
+    ("asyncapi", "client"): "ssegate.bindings.asyncapi.composite:build",
 }
 
 VAULT_FACTORIES: dict[str, str] = {
