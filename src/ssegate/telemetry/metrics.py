@@ -2,7 +2,8 @@
 
 Zilla's names are used where Zilla has one (``stream.opens.received``, ``http.duration``);
 ssegate's own carry the ``ssegate.`` prefix. Recording is a dict lookup and an add: cheap enough
-for the hot path. Exporters read :meth:`Metrics.snapshot`.
+for the hot path: the series key of a call without extra labels is built once and cached.
+Exporters read :meth:`Metrics.snapshot`.
 """
 
 from __future__ import annotations
@@ -42,14 +43,29 @@ class Metrics:
         self.counters: dict[tuple[str, Labels], float] = {}
         self.gauges: dict[tuple[str, Labels], float] = {}
         self.histograms: dict[tuple[str, Labels], Histogram] = {}
+        self._keys: dict[tuple[str, str], tuple[str, Labels]] = {}
+        """``(name, binding)`` → series key, for the calls without extra labels (the hot path)."""
+
+    def _key(self, name: str, binding: str, labels: dict[str, str]) -> tuple[str, Labels]:
+        if labels:
+            return (name, _labels(binding, labels))
+        key = self._keys.get((name, binding))
+        if key is None:
+            key = self._keys[(name, binding)] = (name, _labels(binding, labels))
+        return key
 
     def inc(self, name: str, binding: str = "", value: float = 1.0, **labels: str) -> None:
-        key = (name, _labels(binding, labels))
-        self.counters[key] = self.counters.get(key, 0.0) + value
+        key = self._keys.get((name, binding)) if not labels else None
+        if key is None:
+            key = self._key(name, binding, labels)
+        counters = self.counters
+        counters[key] = counters.get(key, 0.0) + value
 
     def gauge(self, name: str, binding: str = "", delta: float = 1.0, **labels: str) -> None:
         """Move gauge ``name`` by ``delta`` (``-1`` when a stream closes)."""
-        key = (name, _labels(binding, labels))
+        key = self._keys.get((name, binding)) if not labels else None
+        if key is None:
+            key = self._key(name, binding, labels)
         self.gauges[key] = self.gauges.get(key, 0.0) + delta
 
     def observe(
@@ -60,7 +76,9 @@ class Metrics:
         buckets: tuple[float, ...] = DURATION_BUCKETS,
         **labels: str,
     ) -> None:
-        key = (name, _labels(binding, labels))
+        key = self._keys.get((name, binding)) if not labels else None
+        if key is None:
+            key = self._key(name, binding, labels)
         hist = self.histograms.get(key)
         if hist is None:
             hist = self.histograms[key] = Histogram(buckets)

@@ -1,20 +1,38 @@
-"""The ``sse`` client binding: proxies each downstream SSE stream to one upstream SSE server.
+"""The ``sse`` client binding: proxies downstream SSE streams to an upstream SSE server.
 
-:class:`SseClient` is an :class:`~ssegate.bindings.sse.source.SseSource`. Every subscription
-opens one upstream ``GET`` through the ``http`` client exit, with the downstream request's path
-(its query minus ``lastEventId``) and authority, ``accept: text/event-stream``,
-``cache-control: no-cache`` and ``last-event-id`` when one is known. The body is read like a
-browser reads it (:class:`~ssegate.sse.parser.SseParser`) and relayed event by event: the id
-is written only when it moved, id-only blocks are relayed as such, comments and ``retry`` are
-not relayed (the sse server writes its own).
+:class:`SseClient` is an :class:`~ssegate.bindings.sse.source.SseSource`. An
+:class:`UpstreamSubscription` is one upstream ``GET`` through the ``http`` client exit, with
+the downstream request's path (its query minus ``lastEventId``) and authority,
+``accept: text/event-stream``, ``cache-control: no-cache`` and ``last-event-id`` when one is
+known; no other downstream header is forwarded. The body is read like a browser reads it
+(:class:`~ssegate.sse.parser.SseParser`), each event is encoded once and written to every
+downstream stream reading that upstream (:mod:`ssegate.bindings.sse.upstream`): the id is
+written only when it moved, id-only blocks are relayed as such, comments and ``retry`` are not
+relayed (the sse server writes its own).
+
+Sharing. Downstream requests that make the same upstream request (same target and authority)
+share one upstream connection when their resume positions agree:
+
+- a request without a last event id joins a subscription that was started without one (it is
+  at the upstream's live head);
+- a request with last event id ``X`` joins a subscription whose last relayed item set ``X``
+  (or that started at ``X`` and relayed nothing yet);
+- a subscription that is waiting to reconnect takes no one (a newcomer would not learn that the
+  upstream is unreachable); neither does one that has ended.
+
+Anyone else gets an upstream of their own, which replays from their id. Two subscriptions of
+the same request merge as soon as one of them relays the item that set the id the other is at:
+the other's streams are written what they missed and move over, and its upstream is closed.
+So a client that resumes from an older id reads its own replay until it catches up, then shares.
 
 Before the downstream is open, anything but ``200 text/event-stream`` (or an unreachable
-upstream) is answered ``502``. Once open, the downstream never notices the upstream going
+upstream) is answered ``502``. Once open, the downstreams never notice the upstream going
 away: the subscription reconnects with the last id it saw, after a delay that starts at the
 upstream's ``retry`` (else the binding's ``retry`` option, default 2000 ms; when neither was
 set the first delay is capped at 500 ms so a restart is bridged quickly), doubles on every
 failed attempt up to 30 s, and is jittered down by up to half. On a reconnect, ``204`` ends the
-downstream cleanly, ``5xx`` and connection failures are retried, anything else closes it.
+downstreams cleanly, ``5xx`` and connection failures are retried, anything else closes them.
+The upstream connection closes when its last downstream stream goes away.
 """
 
 from __future__ import annotations
@@ -25,11 +43,12 @@ from typing import Any
 
 from ssegate.bindings.http.client import ClientStream, HttpClient
 from ssegate.bindings.sse.source import SseSink
+from ssegate.bindings.sse.upstream import FanoutMember, UpstreamFanout, UpstreamItem
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request
-from ssegate.sse.parser import SseEvent, SseParseError, SseParser
+from ssegate.sse.parser import SseParseError, SseParser
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
@@ -38,6 +57,9 @@ FIRST_RETRY_CAP_MS = 500
 MAX_BACKOFF_MS = 30_000
 
 _FINAL, _RETRY = True, False
+
+UpstreamKey = tuple[str, str | None]
+"""What makes two upstream requests the same: the target and the authority."""
 
 
 def _media_type(content_type: str) -> str:
@@ -54,19 +76,15 @@ def upstream_target(request: Request) -> str:
 
 
 class UpstreamSubscription:
-    """One downstream stream's upstream connection, reconnected until cancelled."""
+    """One upstream connection, reconnected until its last downstream stream goes away."""
 
-    def __init__(
-        self, client: SseClient, request: Request, last_event_id: str | None, sink: SseSink
-    ) -> None:
+    def __init__(self, client: SseClient, key: UpstreamKey, last_event_id: str | None) -> None:
         self._client = client
-        self._sink = sink
-        self._target = upstream_target(request)
-        self._authority = request.authority or None
-        self._remote = request.remote
+        self.key = key
+        self.from_live_head = last_event_id is None
+        """Started without a resume id: requests without one may join."""
+        self.fanout = UpstreamFanout(last_event_id or "", self.cancel)
         self._parser = SseParser(last_event_id=last_event_id or "")
-        self._relayed_id = last_event_id or ""
-        self._opened = False
         self._accepted = False
         self._failures = 0
         self._finished: asyncio.Future[bool] | None = None
@@ -78,6 +96,23 @@ class UpstreamSubscription:
     def last_event_id(self) -> str:
         """The last id committed by the upstream (what a reconnect sends)."""
         return self._parser.last_event_id
+
+    @property
+    def connected(self) -> bool:
+        """The upstream answered ``200 text/event-stream`` and is being read."""
+        return self._accepted and not self._cancelled
+
+    def takes(self, last_event_id: str | None) -> bool:
+        """Whether a downstream resuming from ``last_event_id`` may join (the sharing rules)."""
+        fanout = self.fanout
+        if self._cancelled or fanout.closed or (fanout.opened and not self._accepted):
+            return False
+        if last_event_id is None:
+            return self.from_live_head
+        return fanout.exact and fanout.relayed_id == last_event_id
+
+    def join(self, sink: SseSink, last_event_id: str | None) -> FanoutMember:
+        return self.fanout.add(sink, last_event_id or "")
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -106,6 +141,7 @@ class UpstreamSubscription:
                     binding=self._client.name,
                     delay_ms=round(delay * 1000),
                     last_event_id=self._parser.last_event_id,
+                    streams=len(self.fanout),
                 )
                 self._client.metrics.inc("ssegate.sse.upstream_reconnects", self._client.name)
                 await asyncio.sleep(delay)
@@ -113,7 +149,7 @@ class UpstreamSubscription:
             pass
         except Exception as exc:  # never leave a downstream hanging on a bug
             log.error("sse.upstream_failed", binding=self._client.name, error=repr(exc))
-            self._sink.fail(502, "upstream failed")
+            self.fanout.fail(502, "upstream failed")
         finally:
             self._client.forget(self)
 
@@ -134,12 +170,13 @@ class UpstreamSubscription:
         headers = [("accept", "text/event-stream"), ("cache-control", "no-cache")]
         if self._parser.last_event_id:
             headers.append(("last-event-id", self._parser.last_event_id))
+        target, authority = self.key
         try:
             stream = await self._client.http.open_stream(
                 "GET",
-                self._target,
+                target,
                 headers,
-                authority=self._authority,
+                authority=authority,
                 on_response=self._on_response,
                 on_data=self._on_data,
                 on_end=self._on_end,
@@ -158,9 +195,10 @@ class UpstreamSubscription:
             self._finished.set_result(final)
 
     def _upstream_lost(self, reason: str) -> bool:
+        self._accepted = False
         self._parser.close()
-        if not self._opened:
-            self._sink.fail(502, reason)
+        if not self.fanout.opened:
+            self.fanout.fail(502, reason)
             return _FINAL
         log.event("sse.upstream_lost", binding=self._client.name, reason=reason)
         return _RETRY
@@ -172,9 +210,8 @@ class UpstreamSubscription:
         if status == 200 and _media_type(content_type) == "text/event-stream":
             self._accepted = True
             self._failures = 0
-            if not self._opened:
-                self._opened = True
-                self._sink.open()
+            if not self.fanout.opened:
+                self.fanout.open()
             return
         self._drop_stream()
         if status == 200:
@@ -183,16 +220,16 @@ class UpstreamSubscription:
             reason = f"upstream answered {status}"
         log.warning("sse.upstream_refused", binding=self._client.name, reason=reason)
         self._client.metrics.inc("stream.errors.received", self._client.name)
-        if not self._opened:
-            self._sink.fail(502, reason)
+        if not self.fanout.opened:
+            self.fanout.fail(502, reason)
             self._settle(_FINAL)
         elif status == 204:
-            self._sink.end()
+            self.fanout.end()
             self._settle(_FINAL)
         elif 500 <= status < 600:
             self._settle(_RETRY)
         else:
-            self._sink.fail(502, reason)
+            self.fanout.fail(502, reason)
             self._settle(_FINAL)
 
     def _on_data(self, data: bytes) -> None:
@@ -204,15 +241,11 @@ class UpstreamSubscription:
             self._drop_stream()
             self._settle(self._upstream_lost(str(exc)))
             return
-        sink = self._sink
-        for item in items:
-            moved = item.id != self._relayed_id
-            self._relayed_id = item.id
-            if isinstance(item, SseEvent):
-                event_type = None if item.type == "message" else item.type
-                sink.event(item.data, event=event_type, id=item.id if moved else None)
-            else:
-                sink.event(None, id=item.id)
+        if not items:
+            return
+        blocks, marks = self.fanout.deliver(items)
+        if not self._cancelled and self._client.shares_key(self):
+            self._client.merge_into(self, items, blocks, marks)
 
     def _on_end(self) -> None:
         self._stream = None
@@ -223,13 +256,14 @@ class UpstreamSubscription:
         self._settle(self._upstream_lost(f"upstream failed: {exc}"))
 
     def _drop_stream(self) -> None:
+        self._accepted = False
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
 
 
 class SseClient:
-    """The built ``sse`` client binding."""
+    """The built ``sse`` client binding: its upstream subscriptions, by upstream request."""
 
     def __init__(
         self,
@@ -245,22 +279,65 @@ class SseClient:
         self.metrics = metrics
         self.retry_ms = retry_ms
         self.retry_configured = retry_configured
-        self._live: set[UpstreamSubscription] = set()
+        self._upstreams: dict[UpstreamKey, list[UpstreamSubscription]] = {}
 
-    def subscribe(
-        self, request: Request, last_event_id: str | None, sink: SseSink
-    ) -> UpstreamSubscription:
-        subscription = UpstreamSubscription(self, request, last_event_id, sink)
-        self._live.add(subscription)
+    def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> FanoutMember:
+        key: UpstreamKey = (upstream_target(request), request.authority or None)
+        for subscription in self._upstreams.get(key, ()):
+            if subscription.takes(last_event_id):
+                self.metrics.inc("ssegate.sse.upstream_shared", self.name)
+                return subscription.join(sink, last_event_id)
+        subscription = UpstreamSubscription(self, key, last_event_id)
+        self._upstreams.setdefault(key, []).append(subscription)
+        member = subscription.join(sink, last_event_id)
         subscription.start()
-        return subscription
+        return member
+
+    def upstreams(self) -> list[UpstreamSubscription]:
+        """Every live upstream subscription."""
+        return [s for group in self._upstreams.values() for s in group]
+
+    def shares_key(self, subscription: UpstreamSubscription) -> bool:
+        return len(self._upstreams.get(subscription.key, ())) > 1
+
+    def merge_into(
+        self,
+        reader: UpstreamSubscription,
+        items: list[UpstreamItem],
+        blocks: list[bytes],
+        marks: list[str | None],
+    ) -> None:
+        """After ``reader`` relayed ``items``: absorb every subscription of the same request
+        whose position is the id one of these items set (it is behind or level with ``reader``).
+        """
+        for other in list(self._upstreams.get(reader.key, ())):
+            fanout = other.fanout
+            if other is reader or not other.connected or not fanout.exact:
+                continue
+            position = fanout.relayed_id
+            if not position or position not in marks:
+                continue
+            after = len(marks) - marks[::-1].index(position)
+            log.event(
+                "sse.upstream_merged",
+                binding=self.name,
+                last_event_id=position,
+                streams=len(fanout),
+            )
+            self.metrics.inc("ssegate.sse.upstream_merges", self.name)
+            reader.from_live_head = reader.from_live_head or other.from_live_head
+            reader.fanout.absorb(fanout, items[after:], blocks[after:])
 
     def forget(self, subscription: UpstreamSubscription) -> None:
-        self._live.discard(subscription)
+        group = self._upstreams.get(subscription.key)
+        if group is not None and subscription in group:
+            group.remove(subscription)
+            if not group:
+                del self._upstreams[subscription.key]
 
     def close(self) -> None:
         """Cancel every upstream connection (at shutdown)."""
-        for subscription in list(self._live):
+        for subscription in self.upstreams():
             subscription.cancel()
 
 

@@ -170,6 +170,11 @@ class DownstreamStream:
     def closed(self) -> bool:
         return self._state == _CLOSED or self._stream.closed
 
+    @property
+    def validates(self) -> bool:
+        """Events are checked before they are sent: a source must use :meth:`event` for them."""
+        return self._validator is not None
+
     def open(self) -> None:
         if self._state != _PENDING or self._stream.closed:
             return

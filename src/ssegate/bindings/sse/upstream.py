@@ -1,0 +1,172 @@
+"""The downstream side of one shared upstream SSE connection: encode once, write to every sink.
+
+An :class:`UpstreamFanout` holds the downstream streams (:class:`FanoutMember`) that read one
+upstream connection. Each upstream item (an event or an id-only block) is encoded once and the
+same bytes go to every member through :meth:`SseSink.write_encoded`; the items of one upstream
+read are joined into one write. The id is written only when it moved, as a browser relaying the
+stream would.
+
+A member is *in step* when its client's last event id is the fanout's: it takes the shared
+bytes. A member that is not in step (it joined without an id while the fanout's id is set) gets
+its next items through :meth:`SseSink.event` with the id written out, and is in step after that.
+A sink that checks each event (:attr:`DownstreamStream.validates`, a ``requests[].content``
+model) always gets its items one by one through :meth:`SseSink.event`, so the check still runs.
+
+:meth:`UpstreamFanout.absorb` moves the members of another fanout of the same upstream request
+into this one when both reached the same position, after writing them what they missed.
+
+Everything here is synchronous; the connection, its reconnects and the sharing rules are in
+:mod:`ssegate.bindings.sse.client`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ssegate.bindings.sse.source import SseSink
+from ssegate.sse.encoder import encode_event
+from ssegate.sse.parser import SseEvent, SseIdOnly
+
+UpstreamItem = SseEvent | SseIdOnly
+
+
+class FanoutMember:
+    """One downstream stream reading a shared upstream (the :class:`Subscription` it holds)."""
+
+    __slots__ = ("client_id", "fanout", "in_step", "sink", "validates")
+
+    def __init__(self, fanout: UpstreamFanout, sink: SseSink, client_id: str) -> None:
+        self.fanout = fanout
+        self.sink = sink
+        self.validates = bool(getattr(sink, "validates", False))
+        self.client_id = client_id
+        """The last event id this downstream's client holds (kept for members not in step)."""
+        self.in_step = client_id == fanout.relayed_id and not self.validates
+
+    def cancel(self) -> None:
+        self.fanout.remove(self)
+
+    def deliver_items(self, items: Sequence[UpstreamItem]) -> None:
+        """Send ``items`` one by one with this member's own id bookkeeping."""
+        sink = self.sink
+        client_id = self.client_id
+        for item in items:
+            moved = item.id != client_id
+            client_id = item.id
+            if isinstance(item, SseEvent):
+                event_type = None if item.type == "message" else item.type
+                sink.event(item.data, event=event_type, id=item.id if moved else None)
+            else:
+                sink.event(None, id=item.id)
+        self.client_id = client_id
+        self.in_step = not self.validates and client_id == self.fanout.relayed_id
+
+
+class UpstreamFanout:
+    """The members of one upstream connection and the position they share."""
+
+    def __init__(self, relayed_id: str, on_empty: Callable[[], None]) -> None:
+        self.relayed_id = relayed_id
+        """The id of the last item written (the resume id the upstream started with, at first)."""
+        self.exact = True
+        """True when the last item written set :attr:`relayed_id`, so the position is exact."""
+        self.opened = False
+        self.closed = False
+        self.members: tuple[FanoutMember, ...] = ()
+        self._on_empty = on_empty
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    # -- membership ---------------------------------------------------------------------------
+
+    def add(self, sink: SseSink, client_id: str) -> FanoutMember:
+        member = FanoutMember(self, sink, client_id)
+        self.members += (member,)
+        if self.opened:
+            sink.open()
+        return member
+
+    def remove(self, member: FanoutMember) -> None:
+        if member.fanout is not self or member not in self.members:
+            return
+        self.members = tuple(m for m in self.members if m is not member)
+        if not self.members:
+            self._on_empty()
+
+    def absorb(
+        self, other: UpstreamFanout, missed: Sequence[UpstreamItem], blocks: Sequence[bytes]
+    ) -> None:
+        """Take ``other``'s members, which are ``missed`` items behind (``blocks`` encoded)."""
+        moved = other.members
+        other.members = ()
+        for member in moved:
+            member.fanout = self
+            if missed:
+                self._write_to(member, missed, blocks)
+        self.members += moved
+        other._on_empty()
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    def encode(self, items: Sequence[UpstreamItem]) -> tuple[list[bytes], list[str | None]]:
+        """Encode ``items`` once, advancing the position.
+
+        Returns the blocks and, per item, the id it moved to (``None`` when it did not move).
+        """
+        blocks: list[bytes] = []
+        marks: list[str | None] = []
+        relayed = self.relayed_id
+        moved = False
+        for item in items:
+            moved = item.id != relayed
+            relayed = item.id
+            marks.append(relayed if moved else None)
+            if isinstance(item, SseEvent):
+                event_type = None if item.type == "message" else item.type
+                blocks.append(
+                    encode_event(item.data, event=event_type, id=relayed if moved else None)
+                )
+            else:
+                blocks.append(encode_event(None, id=relayed))
+        if items:
+            self.relayed_id = relayed
+            self.exact = moved
+        return blocks, marks
+
+    def deliver(self, items: Sequence[UpstreamItem]) -> tuple[list[bytes], list[str | None]]:
+        """Write ``items`` to every member; returns what :meth:`encode` returned."""
+        blocks, marks = self.encode(items)
+        if blocks:
+            payload = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+            for member in self.members:
+                if member.in_step:
+                    member.sink.write_encoded(payload)
+                else:
+                    member.deliver_items(items)
+        return blocks, marks
+
+    def _write_to(
+        self, member: FanoutMember, items: Sequence[UpstreamItem], blocks: Sequence[bytes]
+    ) -> None:
+        if member.in_step:
+            member.sink.write_encoded(b"".join(blocks))
+        else:
+            member.deliver_items(items)
+
+    # -- the stream's fate, for every member ------------------------------------------------------
+
+    def open(self) -> None:
+        self.opened = True
+        for member in self.members:
+            member.sink.open()
+
+    def end(self) -> None:
+        self.closed = True
+        for member in self.members:
+            member.sink.end()
+
+    def fail(self, status: int, reason: str) -> None:
+        self.closed = True
+        for member in self.members:
+            member.sink.fail(status, reason)
