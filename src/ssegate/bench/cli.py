@@ -68,6 +68,55 @@ def add_bench_parser(commands: Any) -> None:
     proxy_idle.add_argument("--out", type=Path, default=None)
     proxy_idle.set_defaults(func=_proxy_idle)
 
+    jwt = scenarios.add_parser(
+        "jwt", help="connects/s, connect latency and RSS of N streams each with its own JWT"
+    )
+    jwt.add_argument("--clients", type=int, default=10_000)
+    jwt.add_argument("--tls", action="store_true", help="connect over TLS")
+    jwt.add_argument("--key-type", choices=["ec", "rsa", "ed25519"], default="ec")
+    jwt.add_argument("--concurrency", type=int, default=64, help="connects in flight")
+    jwt.add_argument("--out", type=Path, default=None)
+    jwt.set_defaults(func=_jwt)
+
+    kafka = scenarios.add_parser(
+        "kafka", help="Kafka produce to N SSE clients: events/s, latency; KafkaSSE alongside"
+    )
+    kafka.add_argument("--clients", type=_int_list, default=[1, 100, 1000])
+    kafka.add_argument(
+        "--rate",
+        type=_int_list,
+        default=[5000, 1000, 200],
+        help="produced messages/s: one value, or one per client count",
+    )
+    kafka.add_argument("--duration", type=float, default=5.0, help="seconds of producing")
+    kafka.add_argument("--idle-clients", type=int, default=1000, help="0: skip the idle part")
+    kafka.add_argument(
+        "--kafkasse-clients",
+        type=_counts_or_none,
+        default=[1, 100],
+        help="client counts also served by KafkaSSE ('none' to skip it)",
+    )
+    kafka.add_argument("--out", type=Path, default=None)
+    kafka.set_defaults(func=_kafka)
+
+    pipeline = scenarios.add_parser(
+        "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
+    )
+    pipeline.add_argument("--records", type=int, default=1_000_000, help="raw records produced")
+    pipeline.add_argument("--runs", type=int, default=3, help="runs per case; the median is kept")
+    pipeline.add_argument("--latency-seconds", type=float, default=10.0)
+    pipeline.add_argument("--latency-rate", type=int, default=1000, help="records/s produced")
+    pipeline.add_argument("--master", default="local[2]")
+    pipeline.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
+    pipeline.add_argument(
+        "--source-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a Kafka source option, e.g. maxOffsetsPerTrigger=100000",
+    )  # fmt: skip
+    pipeline.add_argument("--out", type=Path, default=None)
+    pipeline.set_defaults(func=_pipeline)
+
 
 def _int_list(text: str) -> list[int]:
     try:
@@ -78,6 +127,10 @@ def _int_list(text: str) -> list[int]:
     if not values or any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: every value must be a positive integer")
     return values
+
+
+def _counts_or_none(text: str) -> list[int]:
+    return [] if text.strip().lower() == "none" else _int_list(text)
 
 
 def _protocols(text: str) -> tuple[str, ...]:
@@ -123,6 +176,46 @@ def _proxy_idle(args: argparse.Namespace) -> int:
     from ssegate.bench.proxy import run_proxy_idle
 
     return _write(run_proxy_idle(args.clients, protocol=args.protocol, tls=args.tls), args.out)
+
+
+def _jwt(args: argparse.Namespace) -> int:
+    from ssegate.bench.jwt import run_jwt
+
+    results = run_jwt(
+        args.clients, tls=args.tls, key_type=args.key_type, concurrency=args.concurrency
+    )
+    return _write(results, args.out)
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from ssegate.bench.kafka import run_kafka
+
+    results = run_kafka(
+        args.clients,
+        [float(rate) for rate in args.rate],
+        duration=args.duration,
+        idle_clients=args.idle_clients,
+        kafkasse_clients=args.kafkasse_clients,
+    )
+    return _write(results, args.out)
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from ssegate.pipeline.bench import run
+
+    def pairs(items: list[str]) -> dict[str, str]:
+        return dict(item.split("=", 1) for item in items if "=" in item)
+
+    results = run(
+        args.records,
+        args.runs,
+        latency_seconds=args.latency_seconds,
+        latency_rate=args.latency_rate,
+        master=args.master,
+        conf=pairs(args.conf),
+        source_options=pairs(args.source_option),
+    )
+    return _write(results, args.out)
 
 
 def machine() -> dict[str, Any]:

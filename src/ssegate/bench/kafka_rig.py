@@ -1,0 +1,237 @@
+"""What the jwt and kafka benchmarks stand on: a throwaway broker, a gateway config, a producer.
+
+:class:`BenchBroker` starts the local broker (:func:`~ssegate.kafka.broker.start_broker`) on
+free loopback ports in a temporary data directory, creates the topics a run needs, and stops the
+broker and deletes the directory at the end. :func:`write_kafka_gateway_config` writes the chain
+of ``examples/sse.kafka`` (tcp → http → sse server → sse-kafka → kafka cache → broker) with a
+plain and a TLS port, the route ``/{topic}``, and optionally a ``jwt`` guard on the sse route.
+:func:`produce_at_rate` produces stamped JSON values (``{"t":<monotonic_ns>,"n":<seq>}``) at a
+fixed rate with confluent-kafka, a batch every few milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ssegate.bench.foundation import PASSWORD
+from ssegate.bench.gateway import ProcessSample, sample
+from ssegate.engine.runtime import free_port
+from ssegate.kafka.broker import BrokerInfo, start_broker, stop_broker
+
+GUARD_ISSUER = "https://bench.ssegate.invalid"
+GUARD_AUDIENCE = "ssegate-bench"
+GUARD_ROLE = "bench:stream"
+
+
+class BenchBroker:
+    """A broker of one run: free ports, a temp data dir, stopped and removed on exit.
+
+    Given a running broker (``existing``, say a test session's), it uses that one and leaves
+    it running.
+    """
+
+    def __init__(self, existing: BrokerInfo | None = None, timeout: float = 120.0) -> None:
+        self.timeout = timeout
+        self.existing = existing
+        self.data_dir = Path(tempfile.mkdtemp(prefix="ssegate-bench-kafka-"))
+        self.info: BrokerInfo | None = existing
+        self.started_in = 0.0
+
+    def __enter__(self) -> BenchBroker:
+        if self.existing is not None:
+            return self
+        started = time.monotonic()
+        try:
+            self.info = start_broker(
+                free_port(), self.data_dir, controller_port=free_port(), timeout=self.timeout
+            )
+        except BaseException:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise
+        self.started_in = time.monotonic() - started
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.info is not None and self.existing is None:
+                stop_broker(self.data_dir)
+        finally:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.info is not None
+        return self.info.bootstrap
+
+    def sample(self) -> ProcessSample:
+        assert self.info is not None
+        return sample(self.info.pid)
+
+    def create_topics(self, prefix: str, count: int, partitions: int = 1) -> list[str]:
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        names = [f"{prefix}-{uuid.uuid4().hex[:8]}" for _ in range(count)]
+        if not names:
+            return names
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics([NewTopic(name, partitions, 1) for name in names])
+        for future in futures.values():
+            future.result(30)
+        return names
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayPorts:
+    config: Path
+    plain: int
+    tls: int
+
+
+def write_kafka_gateway_config(
+    workdir: Path,
+    bootstrap: str,
+    topics: list[str],
+    *,
+    guard_keys: list[dict[str, str]] | None = None,
+) -> GatewayPorts:
+    """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given."""
+    from ssegate.testing.certs import make_keystore
+
+    make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
+    plain, tls = free_port(), free_port()
+    guards = ""
+    authorization = ""
+    sse_routes = "    exit: north_sse_kafka_mapping\n"
+    if guard_keys is not None:
+        guards = (
+            "guards:\n  authn_jwt:\n    type: jwt\n    options:\n"
+            f"      issuer: {GUARD_ISSUER}\n      audience: {GUARD_AUDIENCE}\n"
+            f"      keys: {json.dumps(guard_keys)}\n"
+        )
+        authorization = (
+            "    options:\n      authorization:\n        authn_jwt:\n          credentials:\n"
+            "            headers:\n              authorization: Bearer {credentials}\n"
+        )
+        sse_routes = (
+            "    routes:\n      - guarded:\n          authn_jwt:\n"
+            f"            - {GUARD_ROLE}\n        exit: north_sse_kafka_mapping\n"
+        )
+    config = workdir / "zilla.yaml"
+    config.write_text(
+        f"""\
+name: bench-kafka
+vaults:
+  server:
+    type: filesystem
+    options:
+      keys:
+        store: localhost.p12
+        password: {PASSWORD}
+{guards}bindings:
+  north_tcp_server:
+    type: tcp
+    kind: server
+    options:
+      host: 127.0.0.1
+      port: [{plain}, {tls}]
+    routes:
+      - when:
+          - port: {tls}
+        exit: north_tls_server
+    exit: north_http_server
+  north_tls_server:
+    type: tls
+    kind: server
+    vault: server
+    options:
+      keys: [localhost]
+      alpn: [http/1.1]
+    exit: north_http_server
+  north_http_server:
+    type: http
+    kind: server
+{authorization}    routes:
+      - exit: north_sse_server
+  north_sse_server:
+    type: sse
+    kind: server
+{sse_routes}  north_sse_kafka_mapping:
+    type: sse-kafka
+    kind: proxy
+    routes:
+      - when:
+          - path: /{{topic}}
+        exit: north_kafka_cache_client
+        with:
+          topic: ${{params.topic}}
+  north_kafka_cache_client:
+    type: kafka
+    kind: cache_client
+    exit: south_kafka_cache_server
+  south_kafka_cache_server:
+    type: kafka
+    kind: cache_server
+    options:
+      bootstrap: {json.dumps(topics)}
+    exit: south_kafka_client
+  south_kafka_client:
+    type: kafka
+    kind: client
+    options:
+      servers: [{bootstrap}]
+    exit: south_tcp_client
+  south_tcp_client:
+    type: tcp
+    kind: client
+"""
+    )
+    return GatewayPorts(config, plain, tls)
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    messages: int
+    first_sequence: int
+    started_ns: int
+    ended_ns: int
+
+
+def produce_at_rate(
+    producer: Any, topic: str, rate: float, duration: float, *, first_sequence: int = 0,
+    tick: float = 0.005,
+) -> Produced:  # fmt: skip
+    """Produce ``rate`` stamped messages/s to ``topic`` for ``duration`` s, then flush."""
+    total = max(1, round(rate * duration))
+    written = 0
+    started = time.monotonic_ns()
+    while written < total:
+        elapsed = (time.monotonic_ns() - started) / 1e9
+        due = min(total, int(rate * elapsed) + 1) - written
+        for _ in range(due):
+            value = b'{"t":%d,"n":%d}' % (time.monotonic_ns(), first_sequence + written)
+            try:
+                producer.produce(topic, value=value)
+            except BufferError:
+                producer.poll(0.01)
+                producer.produce(topic, value=value)
+            written += 1
+        producer.poll(0)
+        time.sleep(tick)
+    producer.flush(30)
+    return Produced(written, first_sequence, started, time.monotonic_ns())
+
+
+def new_producer(bootstrap: str) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 2, "queue.buffering.max.messages": 1_000_000}
+    )

@@ -1,0 +1,68 @@
+"""The jwt and kafka bench scenarios run end to end at a tiny size on the session's broker.
+
+The figures come from full runs (``docs/performance.md``); these keep the harness working and
+check that the fields the docs quote are there and that events really arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from ssegate.bench.cli import add_bench_parser
+from ssegate.bench.jwt import run_jwt
+from ssegate.bench.kafka import run_kafka
+from ssegate.bench.kafkasse import ensure_kafkasse
+from ssegate.kafka.broker import BrokerInfo
+from ssegate.kafka.testing import kafka_broker as kafka_broker
+
+
+def test_jwt_scenario_authorizes_every_stream_cold_and_warm(kafka_broker: BrokerInfo) -> None:
+    result = run_jwt(6, broker_info=kafka_broker)
+    for round_name in ("cold", "warm"):
+        measured = result[round_name]
+        assert (measured["opened"], measured["failed"]) == (6, 0), measured["errors"]
+        assert measured["connects_per_s"] > 0
+        assert measured["connect_ms"]["p99"] >= measured["connect_ms"]["p50"] > 0
+        assert measured["machine_busy_share"] >= 0
+    assert result["alg"] == "ES256"
+    assert isinstance(result["rss_bytes_per_authorized_stream"], int)
+    assert result["verification_us"]["ec"]["cold_us"] > result["verification_us"]["ec"]["warm_us"]
+
+
+def test_kafka_scenario_delivers_every_produced_message_to_every_client(
+    kafka_broker: BrokerInfo,
+) -> None:
+    result = run_kafka(
+        [1, 3], [200.0], duration=1.0, idle_clients=4, kafkasse_clients=[],
+        broker_info=kafka_broker,
+    )  # fmt: skip
+    assert result["idle"]["opened"] == 4
+    assert isinstance(result["idle"]["gateway_bytes_per_idle_stream"], int)
+    cases = result["cases"]
+    assert [(c["server"], c["clients"]) for c in cases] == [("ssegate", 1), ("ssegate", 3)]
+    for case in cases:
+        assert case["produced"] == 200
+        assert case["received"] == case["expected"] == 200 * case["clients"]
+        assert case["gaps"] == 0
+        assert case["delivered_events_per_s"] > 0
+        assert case["latency_ms"]["p99"] is not None
+        assert case["cpu_s"]["server"] >= 0 and case["machine_busy_share"] >= 0
+
+
+def test_kafkasse_install_without_npm_reports_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert ensure_kafkasse(tmp_path / "kafkasse") == "node or npm is not on PATH"
+
+
+def test_bench_cli_accepts_the_jwt_and_kafka_options() -> None:
+    parser = argparse.ArgumentParser()
+    add_bench_parser(parser.add_subparsers())
+    jwt = parser.parse_args(["bench", "jwt", "--clients", "20", "--tls"])
+    assert (jwt.clients, jwt.tls, jwt.key_type) == (20, True, "ec")
+    kafka = parser.parse_args(["bench", "kafka", "--clients", "1,10", "--kafkasse-clients", "none"])
+    assert (kafka.clients, kafka.kafkasse_clients, kafka.rate) == ([1, 10], [], [5000, 1000, 200])

@@ -1,0 +1,40 @@
+"""The pipeline benchmark at a tiny size, on the shared Spark session and Kafka broker."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from ssegate.kafka.broker import BrokerInfo
+from ssegate.pipeline.bench import run
+
+
+def test_pipeline_bench_reports_rates_latency_and_the_continuous_trigger_verdict(
+    spark: SparkSession, kafka_broker: BrokerInfo
+) -> None:
+    results = run(
+        30_000,
+        1,
+        triggers=(0.0,),
+        latency_seconds=2.0,
+        latency_rate=100,
+        spark=spark,
+        bootstrap=kafka_broker.bootstrap,
+    )
+
+    assert results["produce"]["records"] == 30_000
+    stateless = results["stateless"]["runs"][0]
+    # 11 of every 250 readings are at or below 16 °C: the bench's `where` drops them.
+    assert stateless["sink_records"] == 28_680
+    assert results["stateless"]["median_records_per_s"] > 0
+    assert stateless["batches"][0]["rows"] == 30_000
+    assert 0 <= stateless["machine_busy_share"] <= 1
+    # 3 event seconds, 100 devices, a 1 s watermark: only the first second's windows closed.
+    assert results["windowed"]["runs"][0]["sink_records"] == 100
+    latency = results["latency"]["trigger_0"]
+    assert latency["received"] >= 100
+    assert 0 < latency["p50_ms"] <= latency["p99_ms"]
+    continuous = results["latency"]["continuous"]
+    assert continuous == {
+        "supported": False,
+        "reason": "Continuous processing does not support MapInArrow operations.;",
+    }
