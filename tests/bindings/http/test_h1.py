@@ -280,3 +280,34 @@ def test_slow_reader_grows_buffered_and_drain_fires_after_reading() -> None:
             writer.close()
 
     run(scenario)
+
+
+def test_a_client_that_half_closes_an_open_stream_is_let_go_at_once() -> None:
+    async def scenario() -> None:
+        handler = ScriptedHandler()
+        closed = asyncio.Event()
+        async with serve(_factory(handler)) as port:
+            reader, writer = await _connect(port)
+            writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            await handler.stream_opened.wait()
+            handler.streams[0].on_close(closed.set)
+            writer.write_eof()  # FIN: what a client that stops reading an event stream sends
+            await asyncio.wait_for(closed.wait(), 2)
+            assert handler.streams[0].closed
+            writer.close()
+
+    run(scenario)
+
+
+def test_a_half_closed_request_with_a_finite_response_is_still_answered() -> None:
+    async def scenario() -> None:
+        handler = ScriptedHandler()
+        async with serve(_factory(handler)) as port:
+            reader, writer = await _connect(port)
+            writer.write(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            writer.write_eof()
+            response = await asyncio.wait_for(read_h1_response(reader), 2)
+            assert (response.status, response.body) == (200, b"/echo")
+            writer.close()
+
+    run(scenario)

@@ -77,6 +77,7 @@ class Http1ResponseStream:
         self._http10 = request.version == "1.0"
         self.keep_alive = keep_alive
         self._chunked = False
+        self._open_ended = False
         self._headers_sent = False
         self._ended = False
         self._closed = False
@@ -96,6 +97,7 @@ class Http1ResponseStream:
             if "content-length" not in names and not bodiless:
                 out.append(("content-length", "0"))
         elif "content-length" not in names and not bodiless:
+            self._open_ended = True
             if self._http10:
                 self.keep_alive = False
             else:
@@ -140,6 +142,11 @@ class Http1ResponseStream:
     @property
     def ended(self) -> bool:
         return self._ended
+
+    @property
+    def open_ended(self) -> bool:
+        """Streaming a body of no announced length (an event stream) that has not ended."""
+        return self._open_ended and not self._ended
 
     def on_close(self, callback: Callable[[], None]) -> None:
         if self._closed:
@@ -248,8 +255,11 @@ class Http1Protocol(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         # A client that half-closes after its request still gets its response, where the
-        # transport can stay open for writing (not over TLS).
+        # transport can stay open for writing (not over TLS). An open-ended response (an
+        # event stream, chunked) would never finish: there EOF means the client went away.
         busy = self._current is not None or bool(self._queue)
+        if self._current is not None and self._current.open_ended:
+            return None
         if busy and self._transport is not None and self._transport.can_write_eof():
             self._closing = True
             return True

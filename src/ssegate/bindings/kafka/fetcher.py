@@ -299,9 +299,13 @@ class FetchThread:
             self._catch_up.incremental_unassign([TopicPartition(command.topic, command.partition)])
 
     def _read(self, consumer: Consumer, timeout: float, *, catch_up: bool) -> None:
-        records = consumer.consume(num_messages=BATCH, timeout=timeout)
+        # librdkafka's batch consume waits for a full batch or the timeout: at low rates that
+        # is the whole timeout of added latency. So wait for the first record only, then take
+        # whatever else is already queued without waiting.
+        records = consumer.consume(num_messages=1, timeout=timeout)
         if not records:
             return
+        records.extend(consumer.consume(num_messages=BATCH - 1, timeout=0))
         groups: dict[tuple[str, int], list[Message]] = {}
         for record in records:
             error = record.error()
