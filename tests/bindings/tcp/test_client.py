@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ssegate.bindings.tcp.client import ConnectError, TcpClient, build
+from ssegate.bindings.tcp.client import ConnectError, TcpClient, build, require_address
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.runtime import free_port
@@ -75,3 +75,9 @@ def test_connect_failure_is_a_connect_error_naming_the_address() -> None:
 
     asyncio.run(scenario())
     assert client.metrics.counter("stream.errors.received", "south_tcp_client") >= 1
+
+
+def test_a_tcp_client_without_an_address_is_refused_where_an_http_client_needs_one() -> None:
+    with pytest.raises(ConfigError) as caught:
+        require_address(TcpClient("south_tcp_client", "", 0))
+    assert caught.value.path == "bindings.south_tcp_client.options.host"

@@ -24,6 +24,7 @@ import h2.events
 import h2.exceptions
 import httptools
 
+from ssegate.bindings.tcp.client import require_address
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
@@ -313,7 +314,10 @@ def build(binding: Binding, ctx: BuildContext) -> HttpClient:
     exit_obj = ctx.exit(binding.exit)
     inner = getattr(exit_obj, "exit", None)
     if getattr(exit_obj, "ssl_context", None) is not None and isinstance(inner, str):
-        exit_obj = _TlsExit(exit_obj.ssl_context, exit_obj.server_hostname, ctx.exit(inner))
+        tcp = require_address(ctx.exit(inner))
+        exit_obj = _TlsExit(exit_obj.ssl_context, exit_obj.server_hostname, tcp)
+    else:
+        exit_obj = require_address(exit_obj)
     ordered = tuple(v for v in VERSIONS if v in versions)
     return HttpClient(binding.name, ordered, exit_obj, ctx.metrics)
 

@@ -35,6 +35,8 @@ class TcpClient:
     name: str
     host: str
     port: int
+    """``host`` empty and ``port`` 0 when the config names none: a kafka client's tcp exit
+    takes its addresses from ``servers``; an http client refuses such an exit at build time."""
     metrics: Metrics = field(default_factory=Metrics)
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
@@ -70,10 +72,22 @@ class TcpClient:
         return transport, protocol
 
 
+def require_address(client: TcpClient) -> TcpClient:
+    """``client``, or a ConfigError naming its options when it has no host and port."""
+    if not client.host:
+        raise ConfigError(
+            f"bindings.{client.name}.options.host", "a tcp client needs a host and a port here"
+        )
+    return client
+
+
 def build(binding: Binding, ctx: BuildContext) -> TcpClient:
     options = binding.options
     where = f"{binding.path}.options"
     host = options.get("host")
+    if host is None and "port" not in options:
+        # Seed 003's south_tcp_client: the kafka client before it knows the brokers.
+        return TcpClient(binding.name, "", 0, ctx.metrics)
     if not isinstance(host, str) or not host:
         raise ConfigError(f"{where}.host", "a tcp client needs a host")
     if "port" not in options:
