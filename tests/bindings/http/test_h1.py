@@ -287,7 +287,7 @@ def test_a_client_that_half_closes_an_open_stream_is_let_go_at_once() -> None:
         handler = ScriptedHandler()
         closed = asyncio.Event()
         async with serve(_factory(handler)) as port:
-            reader, writer = await _connect(port)
+            _reader, writer = await _connect(port)
             writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
             await handler.stream_opened.wait()
             handler.streams[0].on_close(closed.set)
