@@ -3,26 +3,31 @@
 
 It delegates every subscription to the ``cache_server`` it exits to, so all cache clients of a
 process share one fetch per topic partition. Its ``options.topics[]{name, key, value}`` models
-are handed to that cache server as message checks (run once per message, in the fetch thread).
+are built once at start-up and used twice: handed to that cache server as message checks (run
+once per message, in the fetch thread), and kept here as the topic's value view
+(:meth:`KafkaCacheClient.value_text`: how a valid value becomes SSE event text, e.g. an ``avro``
+record with ``view: json`` as JSON text).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ssegate.bindings.kafka.cache_server import KafkaCacheServer
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription
-from ssegate.models.topics import build_topic_checks
+from ssegate.models.topics import TopicModels, ValueView
 
 
 @dataclass(slots=True)
 class KafkaCacheClient:
     name: str
     server: KafkaCacheServer
+    value_views: dict[str, ValueView] = field(default_factory=dict)
+    """Topic name → its value model's view; topics without a ``value`` model are absent."""
 
     def subscribe(
         self,
@@ -35,6 +40,11 @@ class KafkaCacheClient:
         """See :meth:`ssegate.kafka.topics.TopicSource.subscribe`; raises ``UnknownTopic``."""
         return self.server.subscribe(topic, start, listener, default=default)
 
+    def value_text(self, topic: str) -> ValueView | None:
+        """How a (valid, non-null) value of ``topic`` becomes SSE event text, or ``None`` when
+        the topic names no ``value`` model (the value is then sent as UTF-8 text)."""
+        return self.value_views.get(topic)
+
     def close(self) -> None:
         """Nothing of its own to stop: the cache server it exits to owns the fetch thread."""
 
@@ -45,7 +55,13 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheClient:
     server = ctx.exit(binding.exit)
     if not isinstance(server, KafkaCacheServer):
         raise ConfigError(f"{binding.path}.exit", f"'{binding.exit}' is not a kafka cache_server")
-    topics = list(binding.options.get("topics") or ())
-    for topic, check in build_topic_checks(topics, f"{binding.path}.options.topics", ctx).items():
-        server.add_check(topic, check)
-    return KafkaCacheClient(binding.name, server)
+    where = f"{binding.path}.options.topics"
+    views: dict[str, ValueView] = {}
+    for index, entry in enumerate(binding.options.get("topics") or ()):
+        # One build per topic for both uses, so the view reuses what validation decoded.
+        models = TopicModels.build(entry, f"{where}[{index}]", ctx.catalogs)
+        if models.key is not None or models.value is not None:
+            server.add_check(models.topic, models.validate)
+        if models.value is not None:
+            views[models.topic] = models.value_text
+    return KafkaCacheClient(binding.name, server, views)

@@ -14,6 +14,10 @@ Answers before the stream starts:
   replays the whole topic instead); the sse server already refuses ids over 254 bytes;
 - a topic that does not exist, or a rendered topic name Kafka cannot have → **404**.
 
+The events' ``data:`` is the topic's value view when the exit has one
+(:meth:`~ssegate.bindings.kafka.cache_client.KafkaCacheClient.value_text`, asked once per
+subscription): e.g. an ``avro`` value with ``view: json`` reaches the client as JSON text.
+
 Partitions named in the id resume at their next offset; the others start where the cache's
 default for the topic says (``historical`` unless the cache is told otherwise).
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.source import SseSink, Subscription
@@ -44,10 +48,24 @@ from ssegate.engine.exchange import Request
 from ssegate.engine.templates import MissingTemplateValue, Template
 from ssegate.guards import check_guarded
 from ssegate.kafka.topics import TopicSource, UnknownTopic
+from ssegate.models.topics import ValueView
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+@runtime_checkable
+class ValueViews(Protocol):
+    """A topic source that knows how each topic's values become SSE text (the kafka cache
+    client, from its ``topics[].value`` models)."""
+
+    def value_text(self, topic: str) -> ValueView | None: ...
+
+
+def value_view_of(source: TopicSource, topic: str) -> ValueView | None:
+    """``topic``'s value view at ``source``, or ``None``: the value goes out as UTF-8 text."""
+    return source.value_text(topic) if isinstance(source, ValueViews) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +104,7 @@ class SseKafkaProxy:
         self.name = name
         self.routes = routes
         self.metrics = metrics
-        self.encoded = EncodedMessages()
+        self.encoded = EncodedMessages(binding=name, metrics=metrics)
         self.stats = SubscriberStats()
 
     def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
@@ -134,6 +152,7 @@ class SseKafkaProxy:
             binding=self.name,
             metrics=self.metrics,
             stats=self.stats,
+            view=value_view_of(route.source, topic),
         )
         try:
             subscription = route.source.subscribe(topic, start, subscriber)

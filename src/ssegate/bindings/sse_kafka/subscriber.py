@@ -11,6 +11,11 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   message is encoded once per process (:class:`EncodedMessages`) and shared by every
   subscriber; only the ``id:`` line is per subscriber (:class:`ProgressEncoder` re-encodes only
   the partition that moved).
+- ``data:`` is the topic's value view applied to the value (the cache client's ``value`` model,
+  e.g. an Avro record as JSON text), or the value as UTF-8 text for a topic without one. The
+  view runs inside that shared encoding: once per message per process, never per subscriber.
+  A view that fails on a value its model accepted is logged and counted
+  (``ssegate.sse_kafka.view_failures``) and the event carries the UTF-8 text instead.
 - A tombstone is ``event:delete`` with ``data:`` = base64url(key) (``data:`` for a null key).
 - Messages the filter drops (and offsets the cache passed over) move the progress without an
   event. Once :data:`ID_ONLY_AFTER_SKIPPED` of them pile up, or :data:`ID_ONLY_AFTER_SECONDS`
@@ -42,6 +47,7 @@ from ssegate.bindings.sse_kafka.event_id import (
 )
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.kafka.topics import KafkaMessage, TopicSubscription
+from ssegate.models.topics import ValueView
 from ssegate.sse.encoder import encode_event
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
@@ -65,38 +71,76 @@ class EncodedMessages:
 
     The cache delivers one message object to every subscriber in turn, so a few thousand
     entries make every subscriber after the first a hit; the oldest entries are evicted first.
+    An entry is reused only for the same message object seen through the same value view.
     """
 
-    __slots__ = ("_entries", "capacity", "hits", "misses")
+    __slots__ = ("_entries", "binding", "capacity", "hits", "metrics", "misses")
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(
+        self, capacity: int = 4096, *, binding: str = "", metrics: Metrics | None = None
+    ) -> None:
         self.capacity = capacity
-        self._entries: dict[tuple[str, int, int], tuple[KafkaMessage, EncodedMessage]] = {}
+        self.binding = binding
+        self.metrics = metrics
+        self._entries: dict[
+            tuple[str, int, int], tuple[KafkaMessage, ValueView | None, EncodedMessage]
+        ] = {}
         self.hits = 0
         self.misses = 0
 
-    def get(self, message: KafkaMessage) -> EncodedMessage:
+    def get(self, message: KafkaMessage, view: ValueView | None = None) -> EncodedMessage:
         where = (message.topic, message.partition, message.offset)
         entry = self._entries.get(where)
-        if entry is not None and entry[0] is message:
+        if entry is not None and entry[0] is message and entry[1] == view:
             self.hits += 1
-            return entry[1]
+            return entry[2]
         self.misses += 1
-        encoded = encode_message(message)
+        encoded = encode_message(message, view, binding=self.binding, metrics=self.metrics)
         entries = self._entries
-        entries[where] = (message, encoded)
+        entries[where] = (message, view, encoded)
         if len(entries) > self.capacity:
             del entries[next(iter(entries))]
         return encoded
 
 
-def encode_message(message: KafkaMessage) -> EncodedMessage:
+def encode_message(
+    message: KafkaMessage,
+    view: ValueView | None = None,
+    *,
+    binding: str = "",
+    metrics: Metrics | None = None,
+) -> EncodedMessage:
+    """The shared part of ``message``'s SSE block; ``view`` turns its value into ``data:``."""
     key64 = encode_key(message.key)
     if message.value is None:
         block = encode_event(key64 or "", event="delete")
     else:
-        block = encode_event(message.value.decode("utf-8", "replace"))
+        block = encode_event(value_text(message, message.value, view, binding, metrics))
     return EncodedMessage(block, key64, etag_text(message.header("etag")))
+
+
+def value_text(
+    message: KafkaMessage,
+    value: bytes,
+    view: ValueView | None,
+    binding: str,
+    metrics: Metrics | None,
+) -> str:
+    if view is not None:
+        try:
+            return view(value)
+        except Exception as exc:  # a model bug must not stop the stream of every subscriber
+            log.warning(
+                "sse_kafka.view_failed",
+                binding=binding,
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
+                reason=f"{type(exc).__name__}: {exc}"[:200],
+            )
+            if metrics is not None:
+                metrics.inc("ssegate.sse_kafka.view_failures", binding, topic=message.topic)
+    return value.decode("utf-8", "replace")
 
 
 @dataclass(slots=True)
@@ -128,6 +172,7 @@ class TopicSubscriber:
         "stats",
         "topic",
         "topic_subscription",
+        "view",
     )
 
     def __init__(
@@ -142,6 +187,7 @@ class TopicSubscriber:
         binding: str,
         metrics: Metrics,
         stats: SubscriberStats,
+        view: ValueView | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sink = sink
@@ -153,6 +199,7 @@ class TopicSubscriber:
         self.binding = binding
         self.metrics = metrics
         self.stats = stats
+        self.view = view
         self.topic_subscription: TopicSubscription | None = None
         self._cancelled = False
         self._clock = clock
@@ -173,6 +220,7 @@ class TopicSubscriber:
         progress = self.progress
         accepts = self.filter.matches if self.filter is not None else None
         get = self.encoded.get
+        view = self.view
         out: list[bytes] = []
         skipped = self._skipped
         for message in messages:
@@ -181,7 +229,7 @@ class TopicSubscriber:
                 skipped += 1
                 continue
             skipped = 0
-            shared = get(message)
+            shared = get(message, view)
             event_id = format_event_id(progress.token(), shared.etag, self.id_format, shared.key64)
             out.append(b"id:" + event_id.encode() + b"\n" + shared.block)
         if out:
