@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, cast
 
 import httptools
 
+from ssegate.bindings.http.timer import ConnectionTimer, linger_close
 from ssegate.engine.exchange import Request
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 # Pipelined requests held before reading pauses.
 MAX_QUEUED_REQUESTS = 32
 # Seconds a refused connection keeps draining input before it closes.
-LINGER_SECONDS = 2.0
 _HEADS_WITHOUT_BODY = frozenset({204, 304})
 
 
@@ -206,7 +206,7 @@ class Http1Protocol(asyncio.Protocol):
         self._closing = False
         self._write_paused = False
         self._read_paused = False
-        self._idle: asyncio.TimerHandle | None = None
+        self._timer = ConnectionTimer()
         # The request being parsed.
         self._url: list[bytes] = []
         self._headers: list[tuple[bytes, bytes]] = []
@@ -410,7 +410,7 @@ class Http1Protocol(asyncio.Protocol):
                 stream = Http1ResponseStream(self, item.request, item.keep_alive)
                 self._current = stream
                 self._dispatch(item.request, item.body, stream)
-            if self._current is None and not self._queue and self._idle is None:
+            if self._current is None and not self._queue and not self._timer.armed:
                 self._arm_idle()
         finally:
             self._starting = False
@@ -441,37 +441,24 @@ class Http1Protocol(asyncio.Protocol):
             self._transport.close()
 
     def _linger_close(self) -> None:
-        """Close after a refusal without losing it to a reset: the peer may still be sending.
-
-        Closing with unread input makes the kernel send RST, which can discard the answer
-        before the client reads it. So the write side is shut, input is read and dropped, and
-        the connection closes at the peer's EOF or after a short grace period.
-        """
+        """Close after a refusal without losing it to a reset: the peer may still be sending."""
         transport = self._transport
-        if transport is None or transport.is_closing() or not transport.can_write_eof():
-            self._close()
-            return
-        self._closing = True
-        self._cancel_idle()
-        transport.write_eof()
-        if self._read_paused:
+        if self._read_paused and transport is not None and not transport.is_closing():
             self._read_paused = False
             transport.resume_reading()
-        self._idle = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+        self._closing = True
+        if transport is None or not linger_close(transport, self._timer):
+            self._close()
 
     def _arm_idle(self) -> None:
-        self._cancel_idle()
         if self._transport is None or self._closing:
+            self._timer.cancel()
             return
-        loop = asyncio.get_running_loop()
-        self._idle = loop.call_later(self._limits.idle_timeout, self._idle_expired)
+        self._timer.arm(self._limits.idle_timeout, self._idle_expired)
 
     def _cancel_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        self._timer.cancel()
 
     def _idle_expired(self) -> None:
-        self._idle = None
         if self._current is None and not self._queue:
             self._close()

@@ -25,7 +25,7 @@ import h2.exceptions
 import h2.settings
 from h2.errors import ErrorCodes
 
-from ssegate.bindings.http.h1 import LINGER_SECONDS
+from ssegate.bindings.http.timer import ConnectionTimer, linger_close
 from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
 
@@ -163,7 +163,7 @@ class H2Protocol(asyncio.Protocol):
         self._flush_scheduled = False
         self._write_paused = False
         self._closed = False
-        self._idle: asyncio.TimerHandle | None = None
+        self._timer = ConnectionTimer()
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -405,37 +405,25 @@ class H2Protocol(asyncio.Protocol):
             self._transport.write(data)
 
     def _close_transport(self) -> None:
-        """Close after a GOAWAY without turning it into a reset.
-
-        Frames the peer sent after ours would be unread at close, and the kernel would answer
-        them with RST, which can destroy the GOAWAY before the peer reads it. In cleartext the
-        write side is shut and input is dropped until the peer's EOF or a short grace period.
-        """
+        """Close after a GOAWAY without turning it into a reset (see :func:`linger_close`)."""
         self._closed = True
-        self._cancel_idle()
+        self._timer.cancel()
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if not transport.can_write_eof():
+        if not linger_close(transport, self._timer):
             transport.close()
-            return
-        transport.write_eof()
-        self._idle = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
 
     def _arm_idle(self) -> None:
-        self._cancel_idle()
         if self._transport is None or self._closed:
+            self._timer.cancel()
             return
-        loop = asyncio.get_running_loop()
-        self._idle = loop.call_later(self._limits.idle_timeout, self._idle_expired)
+        self._timer.arm(self._limits.idle_timeout, self._idle_expired)
 
     def _cancel_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        self._timer.cancel()
 
     def _idle_expired(self) -> None:
-        self._idle = None
         if self._streams or self._requests or self._closed:
             return
         self._conn.close_connection()
