@@ -70,6 +70,9 @@ from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
 NEGATIVE_LOOKUP_SECONDS = 1.0
+FANOUT_LINGER_ABOVE = 50
+"""With more subscribers than this, fetched batches gather for FANOUT_LINGER_SECONDS."""
+FANOUT_LINGER_SECONDS = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,7 @@ class KafkaCacheServer:
         self.bounds = bounds or CacheBounds()
         self.metrics = metrics or Metrics()
         self._checks: dict[str, MessageCheck] = dict(checks or {})
+        self._subscribers = 0
         self._fetcher = FetchThread(
             client, self._from_thread, self._checks, metadata_interval=metadata_interval,
             name=f"kafka-fetch-{name}",
@@ -148,7 +152,7 @@ class KafkaCacheServer:
                 raise UnknownTopic(topic)
             feed = self._feed(topic)
         subscription = feed.subscribe(listener, start, default)
-        self.metrics.gauge("ssegate.kafka.subscribers", self.name, 1.0, topic=topic)
+        self._count_subscribers(topic, 1)
         return subscription
 
     def _exists(self, topic: str) -> bool:
@@ -219,6 +223,10 @@ class KafkaCacheServer:
 
     def _count_subscribers(self, topic: str, delta: int) -> None:
         self.metrics.gauge("ssegate.kafka.subscribers", self.name, float(delta), topic=topic)
+        self._subscribers += delta
+        # A large fan-out pays one write per subscriber per batch: let batches gather a little.
+        lingering = self._subscribers > FANOUT_LINGER_ABOVE
+        self._fetcher.linger = FANOUT_LINGER_SECONDS if lingering else 0.0
 
     # -- events from the fetch thread ----------------------------------------------------------
 

@@ -79,6 +79,8 @@ class FetchThread:
     ) -> None:
         self._client = client
         self._deliver = deliver
+        self.linger = 0.0
+        """Seconds a batch may gather records after its first (set by the cache server)."""
         self._checks = checks
         self._metadata_interval = metadata_interval
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
@@ -300,12 +302,13 @@ class FetchThread:
 
     def _read(self, consumer: Consumer, timeout: float, *, catch_up: bool) -> None:
         # librdkafka's batch consume waits for a full batch or the timeout: at low rates that
-        # is the whole timeout of added latency. So wait for the first record only, then take
-        # whatever else is already queued without waiting.
+        # is the whole timeout of added latency. So wait for the first record, then gather for
+        # at most ``linger`` more: nothing with few subscribers, a bounded delay with many, to
+        # keep a large fan-out's writes few (one write per subscriber per batch).
         records = consumer.consume(num_messages=1, timeout=timeout)
         if not records:
             return
-        records.extend(consumer.consume(num_messages=BATCH - 1, timeout=0))
+        records.extend(consumer.consume(num_messages=BATCH - 1, timeout=self.linger))
         groups: dict[tuple[str, int], list[Message]] = {}
         for record in records:
             error = record.error()
