@@ -58,6 +58,23 @@ class TopicLog:
                 subscription.listener.on_messages([message])
         return message
 
+    def append_batch(
+        self, topic: str, partition: int, entries: list[tuple[bytes | None, bytes | None]]
+    ) -> list[KafkaMessage]:
+        """Append ``(key, value)`` pairs and hand the same batch object to every subscriber,
+        as the Kafka cache does with what one fetch brought."""
+        held = self.messages[(topic, partition)]
+        start = self.log_start.get((topic, partition), 0) + len(held)
+        batch = [
+            KafkaMessage(topic, partition, start + i, key, value)
+            for i, (key, value) in enumerate(entries)
+        ]
+        held.extend(batch)
+        for subscription in list(self.subscriptions):
+            if subscription.topic == topic:
+                subscription.listener.on_messages(batch)
+        return batch
+
     def subscribe(
         self,
         topic: str,

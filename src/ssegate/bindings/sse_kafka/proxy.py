@@ -40,7 +40,12 @@ from ssegate.bindings.sse_kafka.event_id import (
     progress_of_last_event_id,
 )
 from ssegate.bindings.sse_kafka.filters import FilterTemplate
-from ssegate.bindings.sse_kafka.subscriber import EncodedMessages, SubscriberStats, TopicSubscriber
+from ssegate.bindings.sse_kafka.subscriber import (
+    EncodedMessages,
+    SharedBatches,
+    SubscriberStats,
+    TopicSubscriber,
+)
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
 from ssegate.engine.context import BuildContext
@@ -105,6 +110,7 @@ class SseKafkaProxy:
         self.routes = routes
         self.metrics = metrics
         self.encoded = EncodedMessages(binding=name, metrics=metrics)
+        self.shared = SharedBatches()
         self.stats = SubscriberStats()
 
     def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
@@ -153,6 +159,7 @@ class SseKafkaProxy:
             metrics=self.metrics,
             stats=self.stats,
             view=value_view_of(route.source, topic),
+            shared=self.shared,
         )
         try:
             subscription = route.source.subscribe(topic, start, subscriber)

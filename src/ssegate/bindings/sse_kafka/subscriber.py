@@ -9,8 +9,10 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   waits for another.
 - A batch is written with one ``write_encoded`` call. The ``event:``/``data:`` part of a
   message is encoded once per process (:class:`EncodedMessages`) and shared by every
-  subscriber; only the ``id:`` line is per subscriber (:class:`ProgressEncoder` re-encodes only
-  the partition that moved).
+  subscriber. The ``id:`` lines depend on the subscriber's progress, filter and id format, so
+  subscribers that meet a batch with all of those equal (every live subscriber of a route that
+  started together) get the same bytes: :class:`SharedBatches` works a batch out once per
+  such group and the rest write the joined bytes and adopt the resulting progress.
 - ``data:`` is the topic's value view applied to the value (the cache client's ``value`` model,
   e.g. an Avro record as JSON text), or the value as UTF-8 text for a topic without one. The
   view runs inside that shared encoding: once per message per process, never per subscriber.
@@ -41,6 +43,7 @@ from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse_kafka.event_id import (
     EventIdFormat,
     ProgressEncoder,
+    ProgressSnapshot,
     encode_key,
     etag_text,
     format_event_id,
@@ -143,6 +146,86 @@ def value_text(
     return value.decode("utf-8", "replace")
 
 
+class SubscriberShape:
+    """What, besides its progress, decides the bytes a subscriber writes for a batch."""
+
+    __slots__ = ("_hash", "filter", "id_format", "view")
+
+    def __init__(
+        self, message_filter: MessageFilter | None, id_format: EventIdFormat, view: ValueView | None
+    ) -> None:
+        self.filter = message_filter
+        self.id_format = id_format
+        self.view = view
+        self._hash = hash((message_filter, id_format, view))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SubscriberShape)
+            and self.filter == other.filter
+            and self.id_format is other.id_format
+            and self.view == other.view
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What one batch does to a subscriber of a given shape starting from a given progress."""
+
+    data: bytes | None
+    """The SSE blocks to write; ``None`` when the filter dropped every message."""
+    progress: ProgressSnapshot
+    skipped: int
+    """Messages dropped after the last one written (every message when ``data`` is None)."""
+
+
+class SharedBatches:
+    """Per process: the outcomes of the latest batches, by subscriber shape and progress.
+
+    The cache hands one batch object to every subscriber of a partition in turn, so keeping
+    the outcomes of the last few batch objects makes every subscriber after the first in its
+    group a dictionary hit. A batch is known by identity and held until evicted, so its
+    ``id()`` cannot be reused meanwhile. Shapes are interned up to :attr:`max_shapes` so that
+    equal shapes are usually the same object and compare by identity.
+    """
+
+    __slots__ = ("_batches", "_shapes", "max_batches", "max_shapes")
+
+    def __init__(self, max_batches: int = 16, max_shapes: int = 4096) -> None:
+        self.max_batches = max_batches
+        self.max_shapes = max_shapes
+        self._batches: dict[
+            int, tuple[Sequence[KafkaMessage], dict[tuple[SubscriberShape, str], BatchOutcome]]
+        ] = {}
+        self._shapes: dict[SubscriberShape, SubscriberShape] = {}
+
+    def shape(
+        self, message_filter: MessageFilter | None, id_format: EventIdFormat, view: ValueView | None
+    ) -> SubscriberShape:
+        shape = SubscriberShape(message_filter, id_format, view)
+        found = self._shapes.get(shape)
+        if found is not None:
+            return found
+        if len(self._shapes) < self.max_shapes:
+            self._shapes[shape] = shape
+        return shape
+
+    def outcomes(
+        self, messages: Sequence[KafkaMessage]
+    ) -> dict[tuple[SubscriberShape, str], BatchOutcome]:
+        """The outcomes recorded so far for ``messages`` (a dict to read and fill)."""
+        batches = self._batches
+        entry = batches.get(id(messages))
+        if entry is None or entry[0] is not messages:
+            entry = batches[id(messages)] = (messages, {})
+            if len(batches) > self.max_batches:
+                del batches[next(iter(batches))]
+        return entry[1]
+
+
 @dataclass(slots=True)
 class SubscriberStats:
     """What a proxy counts over its subscribers (read by tests and telemetry)."""
@@ -168,6 +251,8 @@ class TopicSubscriber:
         "id_format",
         "metrics",
         "progress",
+        "shape",
+        "shared",
         "sink",
         "stats",
         "topic",
@@ -188,6 +273,7 @@ class TopicSubscriber:
         metrics: Metrics,
         stats: SubscriberStats,
         view: ValueView | None = None,
+        shared: SharedBatches | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sink = sink
@@ -200,6 +286,8 @@ class TopicSubscriber:
         self.metrics = metrics
         self.stats = stats
         self.view = view
+        self.shared = shared if shared is not None else SharedBatches()
+        self.shape = self.shared.shape(message_filter, id_format, view)
         self.topic_subscription: TopicSubscription | None = None
         self._cancelled = False
         self._clock = clock
@@ -218,11 +306,35 @@ class TopicSubscriber:
         if self._gone():
             return
         progress = self.progress
+        outcomes = self.shared.outcomes(messages)
+        key = (self.shape, progress.token())
+        outcome = outcomes.get(key)
+        if outcome is None:
+            outcome = outcomes[key] = self._work_out(messages)
+        else:
+            progress.adopt(outcome.progress)
+        if outcome.data is None:
+            self._skipped += outcome.skipped
+        else:
+            self._skipped = outcome.skipped
+            self._last_id_at = self._clock()
+            self._cancel_id_timer()
+            self.sink.write_encoded(outcome.data)
+            if self.sink.closed:  # too far behind: the sse server closed it just now
+                self._dropped()
+                return
+        if self._skipped:
+            self._passed_over()
+
+    def _work_out(self, messages: Sequence[KafkaMessage]) -> BatchOutcome:
+        """Move the progress through ``messages`` and encode what this shape writes."""
+        progress = self.progress
         accepts = self.filter.matches if self.filter is not None else None
         get = self.encoded.get
         view = self.view
+        id_format = self.id_format
         out: list[bytes] = []
-        skipped = self._skipped
+        skipped = 0
         for message in messages:
             progress.advance(message.partition, message.offset + 1)
             if accepts is not None and not accepts(message):
@@ -230,18 +342,10 @@ class TopicSubscriber:
                 continue
             skipped = 0
             shared = get(message, view)
-            event_id = format_event_id(progress.token(), shared.etag, self.id_format, shared.key64)
+            event_id = format_event_id(progress.token(), shared.etag, id_format, shared.key64)
             out.append(b"id:" + event_id.encode() + b"\n" + shared.block)
-        if out:
-            self._last_id_at = self._clock()
-            self._cancel_id_timer()
-            self.sink.write_encoded(b"".join(out) if len(out) > 1 else out[0])
-            if self.sink.closed:  # too far behind: the sse server closed it just now
-                self._dropped()
-                return
-        self._skipped = skipped
-        if skipped:
-            self._passed_over()
+        data = (b"".join(out) if len(out) > 1 else out[0]) if out else None
+        return BatchOutcome(data, progress.snapshot(), skipped)
 
     def on_skipped(self, partition: int, next_offset: int) -> None:
         if self._gone():
