@@ -70,9 +70,24 @@ from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
 NEGATIVE_LOOKUP_SECONDS = 1.0
-FANOUT_LINGER_ABOVE = 50
-"""With more subscribers than this, fetched batches gather for FANOUT_LINGER_SECONDS."""
-FANOUT_LINGER_SECONDS = 0.02
+FANOUT_WRITES_PER_SECOND = 50_000
+"""The write rate a fan-out aims to stay under: fetched batches gather for
+``subscribers / FANOUT_WRITES_PER_SECOND`` seconds (20 ms at 1,000 subscribers), so each
+subscriber gets at most one write per linger however high the message rate."""
+FANOUT_LINGER_MAX = 0.02
+"""The longest a fetched batch waits for more records, whatever the subscriber count."""
+
+
+def fanout_linger(subscribers: int) -> float:
+    """How long a fetched batch gathers more records before it is handed over.
+
+    A fan-out pays one write per subscriber per batch, so the linger grows with the
+    subscribers: none for one, 2 ms for a hundred, capped at
+    :data:`FANOUT_LINGER_MAX`.
+    """
+    if subscribers <= 1:
+        return 0.0
+    return min(FANOUT_LINGER_MAX, subscribers / FANOUT_WRITES_PER_SECOND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,9 +239,7 @@ class KafkaCacheServer:
     def _count_subscribers(self, topic: str, delta: int) -> None:
         self.metrics.gauge("ssegate.kafka.subscribers", self.name, float(delta), topic=topic)
         self._subscribers += delta
-        # A large fan-out pays one write per subscriber per batch: let batches gather a little.
-        lingering = self._subscribers > FANOUT_LINGER_ABOVE
-        self._fetcher.linger = FANOUT_LINGER_SECONDS if lingering else 0.0
+        self._fetcher.linger = fanout_linger(self._subscribers)
 
     # -- events from the fetch thread ----------------------------------------------------------
 
