@@ -52,9 +52,10 @@ class LatencyHistogram:
         self.counts = [0] * BUCKETS
         self.total = 0
 
-    def record(self, micros: int) -> None:
-        self.counts[bucket_of(micros)] += 1
-        self.total += 1
+    def record(self, micros: int, count: int = 1) -> None:
+        """Count ``count`` events of latency ``micros``."""
+        self.counts[bucket_of(micros)] += count
+        self.total += count
 
     def merge(self, other: LatencyHistogram) -> None:
         for index, count in enumerate(other.counts):
