@@ -118,7 +118,7 @@ class _HeaderCondition:
     def match(self, request: Request) -> dict[str, str] | None:
         params: dict[str, str] = {}
         for name, pattern in self.checks:
-            value = _header_value(request, name)
+            value = header_value(request, name)
             if value is None:
                 return None
             captured = pattern.match(value)
@@ -128,7 +128,9 @@ class _HeaderCondition:
         return params
 
 
-def _header_value(request: Request, name: str) -> str | None:
+def header_value(request: Request, name: str) -> str | None:
+    """A request header by name; the pseudo-headers ``:path`` (without the query),
+    ``:method``, ``:scheme`` and ``:authority`` read the request line."""
     if name == ":path":
         return request.path
     if name == ":method":

@@ -9,8 +9,13 @@ waits, without blocking the connection, for the guard's bounded key-set refetch)
 then tried in order: the first whose ``when`` matches and whose ``guarded`` accepts the
 identities answers, on a stream that adds the CORS response headers; when routes matched but
 only their guards refused, the answer is 401 (no credentials) or 403 (bad credentials, missing
-roles) with ``www-authenticate``; no route is 404. A handler that raises becomes a 500 and one
-log line. Every exchange is measured and logged when its stream closes.
+roles) with ``www-authenticate``; no route is 404. A request that reaches a route is then held
+to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that fails its rule is
+answered 400 (413 for a body too large to check) naming what failed and the rule's config path,
+logged, counted in ``http.requests.invalid``, and never handed to the exit. Bodies arrive
+complete (the protocols buffer them up to ``HttpLimits.max_body_bytes``), so ``content`` is
+checked before the exit sees the request. A handler that raises becomes a 500 and one log line.
+Every exchange is measured and logged when its stream closes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssegate.bindings.http.connection import (
     ALL_VERSIONS,
@@ -37,6 +42,9 @@ from ssegate.guards.credentials import CredentialsLookup
 from ssegate.guards.jwt import TokenRejected
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
+
+if TYPE_CHECKING:
+    from ssegate.bindings.http.requests import RequestProblem, RequestRules
 
 
 class ObservedStream:
@@ -113,9 +121,12 @@ class HttpServer:
         versions: frozenset[str] = ALL_VERSIONS,
         limits: HttpLimits | None = None,
         authorization: list[GuardCredentials] | None = None,
+        requests: RequestRules | None = None,
     ) -> None:
         self.name = name
         self.authorization = authorization or []
+        self.requests = requests
+        """``options.requests``, compiled; ``None`` when the binding has none."""
         self.routes = routes
         self.access = access
         self.handlers = handlers
@@ -181,6 +192,11 @@ class HttpServer:
             simple_response(observed, 404, b"no route\n")
             return
         request.params = dict(match.params)
+        if self.requests is not None:
+            problem = self.requests.check(request, body)
+            if problem is not None:
+                self._refuse_invalid(request, problem, observed)
+                return
         try:
             handler.handle(request, body, observed)
         except Exception as exc:
@@ -196,6 +212,21 @@ class HttpServer:
                 observed.reset()
             else:
                 simple_response(observed, 500, b"internal error\n")
+
+    def _refuse_invalid(
+        self, request: Request, problem: RequestProblem, observed: ObservedStream
+    ) -> None:
+        self.metrics.inc("http.requests.invalid", self.name)
+        log.warning(
+            "http.request_invalid",
+            binding=self.name,
+            method=request.method,
+            path=request.path,
+            problem=str(problem),
+            rule=problem.rule,
+            remote=request.remote,
+        )
+        simple_response(observed, problem.status, f"{problem.message}\n".encode())
 
     def _authorize(self, request: Request, *, may_wait: bool) -> asyncio.Future[None] | None:
         """Fill ``request.identities`` from the configured guards' credentials.
@@ -294,6 +325,13 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
         )
         for guard, entry in (options.get("authorization") or {}).items()
     ]
+    requests = None
+    if options.get("requests") is not None:
+        from ssegate.bindings.http.requests import RequestRules
+
+        requests = RequestRules.compile(
+            options["requests"], f"{binding.path}.options.requests", ctx.catalogs
+        )
     return HttpServer(
         binding.name,
         routes,
@@ -302,4 +340,5 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
         ctx.metrics,
         versions=versions,
         authorization=authorization,
+        requests=requests,
     )
