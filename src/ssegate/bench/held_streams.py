@@ -40,6 +40,9 @@ from ssegate.bench.load import raise_open_files
 STAMPED_JSON = re.compile(rb'"t":\s*(\d+),\s*"n":\s*(\d+)')
 EXACT_PER_READ = 8
 """Reads of up to this many events are scanned event by event; larger ones by their ends."""
+OPEN_ANSWER_MARGIN = 10.0
+"""Seconds before the answer timeout at which an ``open`` stops waiting and reports."""
+"""Reads of up to this many events are scanned event by event; larger ones by their ends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +224,14 @@ class _Client:
                 histogram.record((time.perf_counter_ns() - started) // 1000)
 
         started = time.perf_counter()
-        await asyncio.gather(*(connect(i, r) for i, r in enumerate(command["requests"])))
+        deadline = command["deadline"]
+        tasks = [asyncio.ensure_future(connect(i, r)) for i, r in enumerate(command["requests"])]
+        _, pending = await asyncio.wait(tasks, timeout=deadline)
+        for task in pending:
+            task.cancel()
+        if pending:  # a server that cannot take them all: report what it took in time
+            failed += len(pending)
+            errors.insert(0, f"{len(pending)} stream(s) not answered within {deadline:.0f} s")
         seconds = time.perf_counter() - started
         return {
             "opened": opened,
@@ -369,6 +379,7 @@ class HeldStreams:
                 "tls": self.tls,
                 "sources": self.sources,
                 "concurrency": self.concurrency,
+                "deadline": max(1.0, self.timeout - OPEN_ANSWER_MARGIN),
             }
         )
         return OpenResult(
