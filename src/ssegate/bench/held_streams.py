@@ -42,7 +42,6 @@ EXACT_PER_READ = 8
 """Reads of up to this many events are scanned event by event; larger ones by their ends."""
 OPEN_ANSWER_MARGIN = 10.0
 """Seconds before the answer timeout at which an ``open`` stops waiting and reports."""
-"""Reads of up to this many events are scanned event by event; larger ones by their ends."""
 
 
 @dataclass(frozen=True, slots=True)
