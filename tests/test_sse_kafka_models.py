@@ -1,11 +1,13 @@
 """Topic models on the Kafka → SSE path, end to end: a real ``ssegate start`` process, the real
 local broker, an httpx client.
 
-The cache client names an ``avro`` value model with ``view: json`` for one topic and a ``json``
-model for another, both from an ``inline`` catalog (subjects are numbered from 1 in config
-order: ``reading`` is schema id 1). A valid Avro value reaches the client as JSON text, a valid
-JSON value as itself; an invalid value of either never reaches the client, is logged and
-counted, and the client's id still moves past it.
+The cache client names an ``avro`` value model with ``view: json`` for one topic, a ``json``
+model for another and a ``protobuf`` model with ``view: json`` for a third, all from an
+``inline`` catalog (subjects are numbered from 1 in config order: ``reading`` is schema id 1,
+``reading-proto`` id 3). A valid Avro or protobuf value reaches the client as JSON text, a valid
+JSON value as itself; an invalid value of any never reaches the client, is logged and counted,
+and the client's id still moves past it. Protobuf values are written by the protobuf runtime
+from a descriptor built here, not from the ``.proto`` text the gateway reads.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor_pool import DescriptorPool
+from google.protobuf.message_factory import GetMessageClass
 
 from ssegate.bench.gateway import GatewayProcess
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_key
@@ -53,6 +58,11 @@ PRICE = {
 }
 READING_ID = 1
 """``reading`` is the first subject of the inline catalog."""
+READING_PROTO = (
+    'syntax = "proto3"; package e2e; message Reading { string device = 1; double celsius = 2; }'
+)
+READING_PROTO_ID = 3
+"""``reading-proto`` is the third subject of the inline catalog."""
 SSE = {"accept": "text/event-stream"}
 
 
@@ -60,6 +70,27 @@ def avro(record: dict[str, Any], schema_id: int = READING_ID) -> bytes:
     body = io.BytesIO()
     fastavro.schemaless_writer(body, fastavro.parse_schema(READING), record)
     return frame(schema_id, body.getvalue())
+
+
+def proto_reading_class() -> Any:
+    """``READING_PROTO``'s message class, from a descriptor written out by hand."""
+    file = descriptor_pb2.FileDescriptorProto(name="e2e.proto", package="e2e", syntax="proto3")
+    message = file.message_type.add(name="Reading")
+    field = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="device", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
+    message.field.add(name="celsius", number=2, label=field.LABEL_OPTIONAL, type=field.TYPE_DOUBLE)
+    pool = DescriptorPool()
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName("e2e.Reading"))
+
+
+ProtoReading = proto_reading_class()
+
+
+def protobuf(device: str, celsius: float) -> bytes:
+    """A Confluent-framed protobuf value: the single index byte 0 names the first message."""
+    body = ProtoReading(device=device, celsius=celsius).SerializeToString()
+    return frame(READING_PROTO_ID, b"\x00" + body)
 
 
 def write_config(root: Path, port: int, metrics: int, bootstrap: str, topics: Topics) -> Path:
@@ -74,6 +105,8 @@ def write_config(root: Path, port: int, metrics: int, bootstrap: str, topics: To
               schema: '{json.dumps(READING)}'
             price:
               schema: '{json.dumps(PRICE)}'
+            reading-proto:
+              schema: '{READING_PROTO}'
     bindings:
       north_tcp_server:
         type: tcp
@@ -116,6 +149,14 @@ def write_config(root: Path, port: int, metrics: int, bootstrap: str, topics: To
                 catalog:
                   local:
                     - subject: price
+            - name: {topics.protobuf}
+              value:
+                model: protobuf
+                view: json
+                catalog:
+                  local:
+                    - subject: reading-proto
+                      record: Reading
         exit: south_kafka_cache_server
       south_kafka_cache_server:
         type: kafka
@@ -150,6 +191,7 @@ def write_config(root: Path, port: int, metrics: int, bootstrap: str, topics: To
 class Topics:
     avro: str
     json: str
+    protobuf: str
 
 
 @dataclass(frozen=True)
@@ -198,8 +240,10 @@ class Gateway:
 @pytest.fixture(scope="module")
 def topics(kafka_broker: BrokerInfo) -> Topics:
     admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
-    names = Topics(f"avro-{uuid.uuid4().hex[:8]}", f"json-{uuid.uuid4().hex[:8]}")
-    futures = admin.create_topics([NewTopic(n, 1, 1) for n in (names.avro, names.json)])
+    names = Topics(*(f"{kind}-{uuid.uuid4().hex[:8]}" for kind in ("avro", "json", "protobuf")))
+    futures = admin.create_topics(
+        [NewTopic(n, 1, 1) for n in (names.avro, names.json, names.protobuf)]
+    )
     for future in futures.values():
         future.result(30)
     return names
@@ -288,3 +332,29 @@ def test_json_values_arrive_as_sent_and_invalid_ones_are_skipped_logged_and_coun
     assert "offset 1" in skipped[0] and "is less than the minimum of 0" in skipped[0]
     assert "offset 2" in skipped[1] and "not JSON" in skipped[1]
     assert gateway.invalid_count(topics.json) == 2
+
+
+def test_protobuf_values_arrive_as_json_and_invalid_ones_are_skipped_logged_and_counted(
+    gateway: Gateway, topics: Topics, producer: Producer
+) -> None:
+    produce(
+        producer,
+        topics.protobuf,
+        [
+            (None, protobuf("p1", 20.5)),  # 0
+            (None, protobuf("p1", 20.5)[:-2]),  # 1: the double is cut short
+            (None, frame(READING_PROTO_ID, b"\x00\x18\x01")),  # 2: field 3 is not declared
+            (None, protobuf("p2", -1.0)),  # 3
+        ],
+    )
+    events = gateway.events(topics.protobuf, 2)
+
+    assert [(e.data, decode_progress(e.id)) for e in events] == [
+        ('{"device":"p1","celsius":20.5}', {0: 1}),
+        ('{"device":"p2","celsius":-1.0}', {0: 4}),
+    ]
+    skipped = gateway.logged(f"Skipping invalid message on topic {topics.protobuf}", 2)
+    assert len(skipped) == 2
+    assert "offset 1" in skipped[0] and "its 64-bit value is cut short" in skipped[0]
+    assert "offset 2" in skipped[1] and "field 3 (varint) is not in e2e.Reading" in skipped[1]
+    assert gateway.invalid_count(topics.protobuf) == 2

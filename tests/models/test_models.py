@@ -14,7 +14,7 @@ import pytest
 
 from ssegate.catalogs import CatalogSet
 from ssegate.catalogs.local import build_inline
-from ssegate.config.errors import ConfigError, NotSupportedYet
+from ssegate.config.errors import ConfigError
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.models import build_model
 from ssegate.models.schemas import frame, split_frame
@@ -174,11 +174,6 @@ def test_an_undefined_catalog_is_a_config_error() -> None:
     spec = {"model": "json", "catalog": {"elsewhere": [{"id": 1}]}}
     with pytest.raises(ConfigError, match="catalog 'elsewhere' is not defined"):
         build_model(spec, "x", catalogs())
-
-
-def test_protobuf_is_refused_as_not_supported_yet() -> None:
-    with pytest.raises(NotSupportedYet):
-        build_model("protobuf", "x")
 
 
 # -- string -------------------------------------------------------------------------------------

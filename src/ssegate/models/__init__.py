@@ -10,7 +10,10 @@ Models pickle as the arguments that build them (with the catalog set and its cac
 so a Spark job can ship one to its executors, or rebuild it there from the config.
 
 ``json`` (:mod:`~ssegate.models.json_model`), ``avro`` (:mod:`~ssegate.models.avro_model`),
-``string`` (:mod:`~ssegate.models.string_model`); ``protobuf`` is not supported yet.
+``protobuf`` (:mod:`~ssegate.models.protobuf_model`, ``.proto`` schemas read by
+:mod:`~ssegate.models.proto_text`) and ``string`` (:mod:`~ssegate.models.string_model`). ``avro``
+and ``protobuf`` share the Confluent framing, schema ids and ``view: json``
+(:mod:`~ssegate.models.framed`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,21 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ssegate.catalogs import CatalogSet
-from ssegate.config.errors import ConfigError, NotSupportedYet
+from ssegate.config.errors import ConfigError
 from ssegate.models.avro_model import AvroModel
 from ssegate.models.json_model import JsonModel
+from ssegate.models.protobuf_model import ProtobufModel
 from ssegate.models.string_model import StringModel
 
-__all__ = ["AvroModel", "JsonModel", "Model", "StringModel", "build_model", "model_spec"]
+__all__ = [
+    "AvroModel",
+    "JsonModel",
+    "Model",
+    "ProtobufModel",
+    "StringModel",
+    "build_model",
+    "model_spec",
+]
 
 
 class Model(Protocol):
@@ -32,8 +44,8 @@ class Model(Protocol):
         """``None`` when ``data`` is valid, else a short reason (one line, ≤ ~200 chars)."""
 
     def to_text(self, data: bytes) -> str:
-        """What an SSE event carries for valid ``data`` (for ``avro`` with ``view: json``, the
-        record as JSON text)."""
+        """What an SSE event carries for valid ``data`` (for ``avro`` and ``protobuf`` with
+        ``view: json``, the record as JSON text)."""
 
 
 def model_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -53,7 +65,7 @@ def build_model(
 ) -> Model:
     """The model a block describes. ``path`` is its YAML path (for ConfigError); ``topic`` and
     ``role`` (``key`` or ``value``) turn ``{strategy: topic}`` into the subject
-    ``<topic>-<role>``. Raises ConfigError, or NotSupportedYet for ``protobuf``."""
+    ``<topic>-<role>``. Raises ConfigError."""
     block = model_spec(spec)
     kind = block.get("model")
     found = catalogs if catalogs is not None else CatalogSet()
@@ -64,5 +76,5 @@ def build_model(
     if kind == "string":
         return StringModel(block, path)
     if kind == "protobuf":
-        raise NotSupportedYet(f"{path}.model", "model 'protobuf' is not supported yet")
-    raise ConfigError(f"{path}.model", f"'{kind}' is not a model (json, avro, string)")
+        return ProtobufModel(block, path, found, topic, role)
+    raise ConfigError(f"{path}.model", f"'{kind}' is not a model (json, avro, protobuf, string)")

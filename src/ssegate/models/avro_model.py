@@ -7,28 +7,23 @@ unions are written as their value, ``bytes`` and ``fixed`` as strings of code po
 in Avro's JSON encoding, decimals as strings, dates and times in ISO 8601, UUIDs as strings);
 without a view the event carries the message as base64.
 
-Validation and the view both decode the message; :meth:`AvroModel.to_text` reuses the value
-:meth:`AvroModel.validate` decoded when it is handed the same bytes object.
+The framing, schema ids, the view and pickling are shared with ``protobuf``
+(:mod:`~ssegate.models.framed`); this module reads the Avro payload.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime
 import decimal
 import io
 import json
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 import fastavro
 
-from ssegate.catalogs import CatalogError, CatalogSet, Schema
-from ssegate.config.errors import ConfigError
-from ssegate.models.schemas import CompiledSchemas, configured_ref, split_frame
-
-MAX_REASON = 200
+from ssegate.catalogs import Schema
+from ssegate.models.framed import FramedModel, InvalidMessage
 
 
 def compile_avro_schema(schema: Schema) -> Any:
@@ -41,67 +36,31 @@ def compile_avro_schema(schema: Schema) -> Any:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
 
 
-class AvroModel:
+class AvroModel(FramedModel[Any, Any]):
     """``model: avro`` with a ``catalog`` and an optional ``view: json``."""
 
-    def __init__(
-        self,
-        spec: Mapping[str, Any],
-        path: str,
-        catalogs: CatalogSet,
-        topic: str | None = None,
-        role: str = "value",
-    ) -> None:
-        self._args = (dict(spec), path, catalogs, topic, role)
-        named = configured_ref(spec, path, topic, role)
-        if named is None:
-            raise ConfigError(path, "model 'avro' needs a catalog that names its schema")
-        self.schemas: CompiledSchemas[Any] = CompiledSchemas(
-            catalogs, named[0], named[1], compile_avro_schema, path
-        )
-        self.view = spec.get("view")
-        self._last: tuple[bytes, Any] | None = None
+    model = "avro"
+    schema_kind = "Avro"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (AvroModel, self._args)
+    def compile(self, schema: Schema) -> Any:
+        return compile_avro_schema(schema)
 
-    def decode(self, data: bytes) -> tuple[str | None, Any]:
-        """``(None, value)`` for a valid message, ``(reason, None)`` for an invalid one."""
-        framed = split_frame(data)
-        if framed is None:
-            return "not in the Confluent wire format (magic byte 0 and a 4-byte schema id)", None
-        schema_id, payload = framed
-        try:
-            writer = self.schemas.by_id(schema_id)
-        except CatalogError as exc:
-            return f"schema id {schema_id}: {exc}", None
-        except ValueError as exc:
-            return f"schema id {schema_id} is not a usable Avro schema: {exc}", None
+    def decode_payload(self, schema_id: int, schema: Any, payload: bytes) -> Any:
         stream = io.BytesIO(payload)
         try:
-            value = fastavro.schemaless_reader(stream, writer, None)
+            value = fastavro.schemaless_reader(stream, schema, None)
         except Exception as exc:  # any decoding failure of untrusted bytes is "invalid"
-            reason = f"not Avro of schema id {schema_id}: {type(exc).__name__} {exc}"
-            return reason[:MAX_REASON], None
+            raise InvalidMessage(
+                f"not Avro of schema id {schema_id}: {type(exc).__name__} {exc}"
+            ) from None
         left = len(payload) - stream.tell()
         if left:
-            return f"{left} bytes left over after an Avro record of schema id {schema_id}", None
-        self._last = (data, value)
-        return None, value
+            raise InvalidMessage(
+                f"{left} bytes left over after an Avro record of schema id {schema_id}"
+            )
+        return value
 
-    def validate(self, data: bytes) -> str | None:
-        return self.decode(data)[0]
-
-    def to_text(self, data: bytes) -> str:
-        if self.view != "json":
-            return base64.b64encode(data).decode("ascii")
-        last = self._last
-        if last is not None and last[0] is data:
-            value = last[1]
-        else:
-            reason, value = self.decode(data)
-            if reason is not None:
-                raise ValueError(reason)
+    def json_text(self, value: Any) -> str:
         return json.dumps(value, default=_json_default, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -451,6 +451,7 @@ def _model_validator(content: dict[str, Any], path: str, ctx: BuildContext) -> V
 VALIDATOR_FACTORIES: dict[str, Callable[[dict[str, Any], str, BuildContext], Validator]] = {
     "json": _model_validator,
     "avro": _model_validator,
+    "protobuf": _model_validator,
     "string": _model_validator,
 }
 """``requests[].content.model`` → validator factory (:mod:`ssegate.models`, with catalogs)."""
