@@ -92,8 +92,7 @@ class Catalog(Protocol):
 
 def guess_type(text: str) -> str:
     """``JSON`` for a JSON Schema document, ``AVRO`` for an Avro one, else ``PROTOBUF``."""
-    stripped = text.lstrip()
-    if stripped.startswith(("syntax", "package", "message")):
+    if not text.lstrip().startswith(("{", "[", '"')):  # not JSON: a .proto file
         return "PROTOBUF"
     if '"$schema"' in text or '"properties"' in text:
         return "JSON"

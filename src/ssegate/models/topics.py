@@ -1,11 +1,12 @@
 """Models applied to Kafka topics: the ``key`` and ``value`` of a ``kafka`` ``topics[]`` entry.
 
-:func:`build_message_validator` gives the kafka cache one callable per topic that says whether
-a :class:`~ssegate.kafka.topics.KafkaMessage` is valid (``None``) or why not (``"value: ..."``);
+:class:`TopicModels` holds a topic's two models. :meth:`TopicModels.validate` says whether a
+:class:`~ssegate.kafka.topics.KafkaMessage` is valid (``None``) or why not (``"value: ..."``);
 the cache skips an invalid message for every consumer and logs it. A tombstone (``value`` is
-``None``) and a null key are not checked. :func:`build_value_view` gives the text an SSE event
-carries for a value. :class:`TopicModels` is the same pair without a build context, for a
-pipeline that has a :class:`~ssegate.catalogs.CatalogSet` of its own.
+``None``) and a null key are not checked. :meth:`TopicModels.value_text` gives the text an SSE
+event carries for a value. :func:`build_topic_checks` gives the validator of every topic of an
+``options.topics[]`` list. A pipeline uses the same classes with a
+:class:`~ssegate.catalogs.CatalogSet` of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ssegate.catalogs import CatalogSet
-from ssegate.engine.context import BuildContext
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.models import Model, build_model
 
@@ -69,32 +69,13 @@ class TopicModels:
         return self.value.to_text(value)
 
 
-def catalogs_of(ctx: BuildContext) -> CatalogSet:
-    return ctx.catalogs
-
-
-def build_message_validator(
-    topic_options: Mapping[str, Any], path: str, ctx: BuildContext
-) -> MessageValidator | None:
-    """The validator of one ``topics[]`` entry, or ``None`` when it names no model."""
-    models = TopicModels.build(topic_options, path, catalogs_of(ctx))
-    if models.key is None and models.value is None:
-        return None
-    return models.validate
-
-
-def build_value_view(topic_options: Mapping[str, Any], path: str, ctx: BuildContext) -> ValueView:
-    """How a value of this topic becomes SSE event text."""
-    return TopicModels.build(topic_options, path, catalogs_of(ctx)).value_text
-
-
 def build_topic_checks(
-    topics: Sequence[Mapping[str, Any]], path: str, ctx: BuildContext
+    topics: Sequence[Mapping[str, Any]], path: str, catalogs: CatalogSet
 ) -> dict[str, MessageValidator]:
     """``options.topics[]`` at YAML ``path`` → the validator of every topic that names a model."""
     checks: dict[str, MessageValidator] = {}
     for index, topic in enumerate(topics):
-        check = build_message_validator(topic, f"{path}[{index}]", ctx)
-        if check is not None:
-            checks[str(topic["name"])] = check
+        models = TopicModels.build(topic, f"{path}[{index}]", catalogs)
+        if models.key is not None or models.value is not None:
+            checks[str(topic["name"])] = models.validate
     return checks

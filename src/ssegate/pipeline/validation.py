@@ -4,8 +4,8 @@
 the pipeline file's ``catalogs``) into a :class:`RecordModel`: ``validate(bytes)`` returns the
 reason a record is invalid or ``None``, ``to_text(bytes)`` the record as JSON text, which Spark
 then parses into the source's declared ``fields``: the gateway's own models
-(:func:`ssegate.models.build_model`: ``json``, ``avro`` with ``view: json``, ``string``), so a
-record the pipeline lets through is one the gateway accepts.
+(:func:`ssegate.models.build_model`: ``json``, ``avro`` and ``protobuf`` with ``view: json``,
+``string``), so a record the pipeline lets through is one the gateway accepts.
 
 :func:`check_values` is the whole step over a batch of values, as the Spark job calls it from
 its Arrow UDF: pure Python, testable without Spark.

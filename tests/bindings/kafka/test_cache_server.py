@@ -13,9 +13,10 @@ from tests.bindings.kafka.support import RecordingListener, create_topic, produc
 
 from ssegate.bindings.kafka.cache_server import CacheBounds, KafkaCacheServer
 from ssegate.bindings.kafka.client import KafkaClient
-from ssegate.bindings.kafka.message_check import topic_checks
+from ssegate.catalogs import CatalogSet
 from ssegate.kafka.broker import BrokerInfo
 from ssegate.kafka.topics import DefaultOffset, UnknownTopic
+from ssegate.models.topics import build_topic_checks
 from ssegate.telemetry.metrics import Metrics
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ def run_with_server(
         KafkaClient("kafka", (bootstrap,)),
         default_offsets=defaults,
         bounds=bounds,
-        checks=topic_checks(topics or []),
+        checks=build_topic_checks(topics or [], "topics", CatalogSet()),
         metrics=Metrics(),
         metadata_interval=0.5,
     )

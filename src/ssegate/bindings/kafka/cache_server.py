@@ -354,7 +354,7 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
         client,
         bootstrap=[str(t) for t in options.get("bootstrap") or ()],
         default_offsets=defaults,
-        checks=build_topic_checks(topics, f"{where}.topics", ctx),
+        checks=build_topic_checks(topics, f"{where}.topics", ctx.catalogs),
         bounds=CacheBounds(max_bytes, max_age),
         metrics=ctx.metrics,
     )
