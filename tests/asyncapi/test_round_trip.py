@@ -118,7 +118,10 @@ def summary(api: Api) -> dict[str, Any]:
                 op.action,
                 op.channel.address,
                 op.channel.parameters,
-                json.dumps([m.payload for m in op.channel.messages], sort_keys=True),
+                json.dumps(
+                    [m.payload and m.payload.schema for m in op.channel.messages],
+                    sort_keys=True,
+                ),
                 sorted((u.type, u.http_scheme, u.roles) for u in op.security),
             )
             for op in api.operations.values()

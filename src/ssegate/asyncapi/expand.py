@@ -18,17 +18,19 @@ The subset (``docs/asyncapi.md`` has the full story):
 - **proxy** (an SSE spec and a Kafka spec, routes ``when{api-id, operation-id}`` →
   ``with{api-id, operation-id}``): an ``sse-kafka`` proxy, SSE channel address → Kafka channel
   address as the topic (``{param}`` → ``${params.param}``).
-- **client** with a Kafka spec: ``kafka`` cache_client → cache_server → client → tcp (tls);
-  with an SSE/HTTP spec: ``sse`` client → ``http`` client → tcp (tls), the upstream SSE proxy.
+- **client** with a Kafka spec: ``kafka`` cache_client → cache_server → client → tcp (tls),
+  the cache_server checking each topic's messages against the channel's payload and key
+  schemas (:mod:`~ssegate.asyncapi.kafka_topics`); with an SSE/HTTP spec: ``sse`` client →
+  ``http`` client → tcp (tls), the upstream SSE proxy.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from ssegate.asyncapi.inline_catalog import catalog_model, json_schema_of
 from ssegate.asyncapi.model import PARAMETER, ApiChannel, ApiOperation, SecurityUse
 from ssegate.asyncapi.south import Entry, expand_client, expand_proxy
 from ssegate.asyncapi.specs import Spec, load_specs
@@ -60,11 +62,12 @@ def expand_asyncapi(document: Mapping[str, Any], *, base_dir: str) -> dict[str, 
             for spec in specs[name]:
                 _sse_operations(spec)
     entries: dict[str, Entry] = {}
-    for kind in ("client", "proxy"):
-        for name in names:
-            if bindings[name]["kind"] == kind:
-                expand = expand_client if kind == "client" else expand_proxy
-                entries[name] = expand(name, bindings[name], specs[name], entries, out)
+    for name in names:
+        if bindings[name]["kind"] == "client":
+            entries[name] = expand_client(name, bindings[name], specs[name], out, catalogs)
+    for name in names:
+        if bindings[name]["kind"] == "proxy":
+            entries[name] = expand_proxy(name, bindings[name], specs[name], entries, out)
     for name in names:
         if bindings[name]["kind"] == "server" and specs[name]:  # no specs: it serves documents
             _expand_server(name, bindings[name], specs[name], entries, result)
@@ -105,7 +108,7 @@ def _expand_server(
         sse_routes.append(route)
         if address not in http_paths:
             http_paths.append(address)
-            model = _payload_model(name, operation.channel, result)
+            model = _payload_model(name, spec, operation.channel, result)
             if model is not None:
                 requests.append({"path": glob, "content": model})
     sse_options = dict(options.get("sse") or {})
@@ -229,18 +232,17 @@ def _guard_name(
     )
 
 
-def _payload_model(name: str, channel: ApiChannel, result: dict[str, Any]) -> dict[str, Any] | None:
-    payloads = [m.payload for m in channel.messages]
-    if not payloads or any(p is None for p in payloads):
-        return None
-    schema = payloads[0] if len(payloads) == 1 else {"oneOf": payloads}
-    catalog = f"{name}_catalog"
-    subjects = result["catalogs"].setdefault(
-        catalog, {"type": "inline", "options": {"subjects": {}}}
+def _payload_model(
+    name: str, spec: Spec, channel: ApiChannel, result: dict[str, Any]
+) -> dict[str, Any] | None:
+    schema = json_schema_of(
+        [(spec, m.payload) for m in channel.messages],
+        "cannot check the events of an SSE channel, which are text (JSON Schema only)",
     )
+    if schema is None:
+        return None
     subject = f"{name}.{channel.name}"
-    subjects["options"]["subjects"][subject] = {"schema": json.dumps(schema, sort_keys=True)}
-    return {"model": "json", "catalog": {catalog: [{"subject": subject}]}}
+    return catalog_model(result["catalogs"], f"{name}_catalog", subject, schema)
 
 
 def _listeners(

@@ -4,8 +4,10 @@
 :mod:`ssegate.asyncapi.document`) and returns an :class:`Api`, the same shape for both
 versions, every part remembering the JSON pointer it came from. The checks the official
 schema cannot make are made here and refused with that pointer: a ``{parameter}`` the
-channel does not declare (or one declared and not used),
-a payload that is not JSON Schema, a server ``host`` without a port.
+channel does not declare (or one declared and not used), a payload in a schema format other
+than JSON Schema or Avro, a server ``host`` without a port. Each message keeps its payload
+schema and its Kafka key schema (``bindings.kafka.key``) with their format and pointer; what
+may use which format is decided where they are used (an SSE channel takes JSON Schema only).
 
 2.6.0 is read from the client's point of view as that version defines it: a channel's
 ``subscribe`` operation is what the application sends (an SSE stream), ``publish`` what it
@@ -28,6 +30,12 @@ JSON_SCHEMA_FORMATS = (
     "application/schema+json;version=draft-07",
     "application/schema+yaml;version=draft-07",
 )
+AVRO_FORMAT = "application/vnd.apache.avro"
+"""The prefix of Avro schema formats (``...avro;version=1.9.0``, ``...avro+json;...``)."""
+AVRO_ONLY_TYPES = frozenset(
+    {"record", "enum", "fixed", "map", "int", "long", "float", "double", "bytes"}
+)
+"""Avro ``type`` names that no JSON Schema uses: a key schema with one of them is Avro."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +50,23 @@ class ApiServer:
 
 
 @dataclass(frozen=True, slots=True)
+class MessageSchema:
+    """The schema of one part of a message (its payload or its Kafka key), ``$ref`` inlined."""
+
+    schema: Any
+    format: str
+    """``json`` (JSON Schema, or the AsyncAPI schema object) or ``avro``."""
+    where: str
+    """The JSON pointer of the schema in the document."""
+
+
+@dataclass(frozen=True, slots=True)
 class ApiMessage:
     name: str
-    payload: dict[str, Any] | None
-    """The payload's JSON Schema with local ``$ref`` inlined, or ``None`` when not given."""
+    payload: MessageSchema | None
+    """``None`` when the message gives no payload schema."""
+    key: MessageSchema | None = None
+    """The Kafka message binding's ``key`` schema, or ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,23 +306,47 @@ def _message(
     document: Mapping[str, Any], name: str, value: Mapping[str, Any], where: str
 ) -> ApiMessage:
     payload = value.get("payload")
-    if payload is None:
-        return ApiMessage(name, None)
-    if "schemaFormat" in payload and "schema" in payload:  # 3.0 multi-format schema
-        schema_format = str(payload["schemaFormat"])
-        payload = payload["schema"]
-        where = f"{where}/payload/schema"
-    else:
-        schema_format = str(value.get("schemaFormat") or "")
-        where = f"{where}/payload"
-    if schema_format and not (
-        schema_format in JSON_SCHEMA_FORMATS
-        or schema_format.startswith("application/vnd.aai.asyncapi")
+    schema_format = str(value.get("schemaFormat") or "")  # 2.6: on the message
+    return ApiMessage(
+        name,
+        None if payload is None else _schema(document, payload, schema_format, f"{where}/payload"),
+        _kafka_key(document, value, where),
+    )
+
+
+def _kafka_key(
+    document: Mapping[str, Any], message: Mapping[str, Any], where: str
+) -> MessageSchema | None:
+    bindings, at = resolve_ref(document, message.get("bindings") or {}, f"{where}/bindings")
+    kafka, at = resolve_ref(document, bindings.get("kafka") or {}, f"{at}/kafka")
+    if kafka.get("key") is None:
+        return None
+    key = _schema(document, kafka["key"], "", f"{at}/key")
+    schema = key.schema
+    if key.format == "json" and (
+        isinstance(schema, str | list)  # an Avro primitive name or union
+        or (isinstance(schema, Mapping) and schema.get("type") in AVRO_ONLY_TYPES)
     ):
+        return replace(key, format="avro")
+    return key
+
+
+def _schema(document: Mapping[str, Any], raw: Any, schema_format: str, where: str) -> MessageSchema:
+    if isinstance(raw, Mapping) and "schemaFormat" in raw and "schema" in raw:  # 3.0 multi-format
+        schema_format, raw, where = str(raw["schemaFormat"]), raw["schema"], f"{where}/schema"
+    if schema_format.startswith(AVRO_FORMAT):
+        kind = "avro"
+    elif schema_format in JSON_SCHEMA_FORMATS or schema_format.startswith(
+        "application/vnd.aai.asyncapi"
+    ):
+        kind = "json"
+    else:
         raise AsyncApiError(
-            where, f"payload schema format {schema_format!r} is not supported (JSON Schema only)"
+            where,
+            f"schema format {schema_format!r} is not supported (JSON Schema; Avro on a Kafka"
+            " channel)",
         )
-    return ApiMessage(name, inline_refs(document, payload, where))
+    return MessageSchema(inline_refs(document, raw, where), kind, where)
 
 
 def inline_refs(document: Mapping[str, Any], value: Any, where: str, depth: int = 0) -> Any:

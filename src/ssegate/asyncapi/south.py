@@ -3,9 +3,11 @@
 A **client** with a Kafka spec (servers ``kafka``; ``kafka-secure`` is refused for now)
 becomes ``<name>_kafka_cache_client`` → ``<name>_kafka_cache_server`` → ``<name>_kafka_client``
 (bootstrap servers from the spec, or ``options.tcp``; ``options.kafka{sasl, topics,
-bootstrap}`` passed on) → ``<name>_tcp_client``. A client with an SSE spec (servers
-``http``/``https``/``sse``/``secure-sse``, exactly one selected) becomes ``<name>_sse_client`` →
-``<name>_http_client`` → (``<name>_tls_client``) → ``<name>_tcp_client`` aimed at that server.
+bootstrap}`` passed on) → ``<name>_tcp_client``; the cache server's ``topics`` also model
+the payload and key schemas of the spec's channels (:mod:`~ssegate.asyncapi.kafka_topics`).
+A client with an SSE spec (servers ``http``/``https``/``sse``/``secure-sse``, exactly one
+selected) becomes ``<name>_sse_client`` → ``<name>_http_client`` → (``<name>_tls_client``) →
+``<name>_tcp_client`` aimed at that server.
 
 A **proxy** maps operations of an SSE spec onto ``receive`` operations of a Kafka spec
 (Zilla's ``when{api-id, operation-id}`` → ``with{api-id, operation-id}``; without
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ssegate.asyncapi.kafka_topics import kafka_topics
 from ssegate.asyncapi.model import PARAMETER, ApiOperation
 from ssegate.asyncapi.specs import Spec
 from ssegate.config.errors import ConfigError
@@ -42,9 +45,11 @@ def expand_client(
     name: str,
     raw: Mapping[str, Any],
     specs: list[Spec],
-    entries: Mapping[str, Entry],
     out: dict[str, Any],
+    catalogs: dict[str, Any],
 ) -> Entry:
+    """The bindings of an asyncapi client, added to ``out``; the inline catalog of its topic
+    models, if any, to ``catalogs``."""
     options = raw.get("options") or {}
     servers = [(spec, server) for spec in specs for server in spec.servers()]
     if not servers and not options.get("tcp"):
@@ -85,7 +90,7 @@ def expand_client(
             out[tls_name]["vault"] = raw["vault"]
     if kinds == {"sse"}:
         return _sse_chain(name, options, servers, network, tcp_name, out)
-    return _kafka_chain(name, options, servers, network, tcp_name, out)
+    return _kafka_chain(name, options, specs, servers, network, tcp_name, out, catalogs)
 
 
 def _sse_chain(
@@ -122,10 +127,12 @@ def _sse_chain(
 def _kafka_chain(
     name: str,
     options: Mapping[str, Any],
+    specs: list[Spec],
     servers: list[Any],
     network: str,
     tcp_name: str,
     out: dict[str, Any],
+    catalogs: dict[str, Any],
 ) -> Entry:
     kafka = dict(options.get("kafka") or {})
     tcp = dict(options.get("tcp") or {})
@@ -144,7 +151,10 @@ def _kafka_chain(
     client_options: dict[str, Any] = {"servers": bootstrap}
     if "sasl" in kafka:
         client_options["sasl"] = kafka["sasl"]
-    cache_options = {k: kafka[k] for k in ("bootstrap", "topics") if k in kafka}
+    cache_options = {k: kafka[k] for k in ("bootstrap",) if k in kafka}
+    topics = kafka_topics(name, specs, list(kafka.get("topics") or []), catalogs)
+    if topics:
+        cache_options["topics"] = topics
     first_host, _, first_port = bootstrap[0].rpartition(":")
     out[tcp_name] = {
         "type": "tcp",
