@@ -14,9 +14,13 @@ import pytest
 from ssegate.bench.cli import add_bench_parser
 from ssegate.bench.jwt import run_jwt
 from ssegate.bench.kafka import run_kafka
+from ssegate.bench.kafka_rig import stamped_values, write_kafka_gateway_config
 from ssegate.bench.kafkasse import ensure_kafkasse
+from ssegate.catalogs import build_catalogs
+from ssegate.config.loader import load_config
 from ssegate.kafka.broker import BrokerInfo
 from ssegate.kafka.testing import kafka_broker as kafka_broker
+from ssegate.models.topics import TopicModels
 
 
 def test_jwt_scenario_authorizes_every_stream_cold_and_warm(kafka_broker: BrokerInfo) -> None:
@@ -52,6 +56,39 @@ def test_kafka_scenario_delivers_every_produced_message_to_every_client(
         assert case["cpu_s"]["server"] >= 0 and case["machine_busy_share"] >= 0
 
 
+@pytest.mark.parametrize("model", ["json", "avro"])
+def test_kafka_scenario_with_a_topic_model_delivers_every_event_without_gaps(
+    kafka_broker: BrokerInfo, model: str
+) -> None:
+    result = run_kafka(
+        [2], [100.0], duration=1.0, idle_clients=0, kafkasse_clients=[],
+        broker_info=kafka_broker, model=model,
+    )  # fmt: skip
+    assert result["model"] == model
+    [case] = result["cases"]
+    assert case["produced"] == 100
+    assert case["received"] == case["expected"] == 200
+    assert case["gaps"] == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "binding"),
+    [("json", "south_kafka_cache_server"), ("avro", "north_kafka_cache_client")],
+)
+def test_the_bench_model_checks_its_topics_and_accepts_what_the_bench_produces(
+    tmp_path: Path, model: str, binding: str
+) -> None:
+    ports = write_kafka_gateway_config(tmp_path, "127.0.0.1:9", ["bench-a"], model=model)
+    config = load_config(ports.config)
+    [topic] = config.bindings[binding].options["topics"]
+    models = TopicModels.build(topic, "topics[0]", build_catalogs(config, str))
+    assert models.value is not None
+    value = stamped_values(model)(123, 4)
+    assert models.check(None, value) is None
+    assert models.value_text(value) == '{"t":123,"n":4}'
+    assert models.check(None, b'{"t":123}') is not None
+
+
 def test_kafkasse_install_without_npm_reports_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -66,3 +103,5 @@ def test_bench_cli_accepts_the_jwt_and_kafka_options() -> None:
     assert (jwt.clients, jwt.tls, jwt.key_type) == (20, True, "ec")
     kafka = parser.parse_args(["bench", "kafka", "--clients", "1,10", "--kafkasse-clients", "none"])
     assert (kafka.clients, kafka.kafkasse_clients, kafka.rate) == ([1, 10], [], [5000, 1000, 200])
+    assert kafka.model == "none"
+    assert parser.parse_args(["bench", "kafka", "--model", "avro"]).model == "avro"

@@ -96,6 +96,12 @@ def add_bench_parser(commands: Any) -> None:
         default=[1, 100],
         help="client counts also served by KafkaSSE ('none' to skip it)",
     )
+    kafka.add_argument(
+        "--model",
+        choices=["none", "json", "avro"],
+        default="none",
+        help="a model checking every value of ssegate's topics (avro: produced as Avro, view json)",
+    )
     kafka.add_argument("--out", type=Path, default=None)
     kafka.set_defaults(func=_kafka)
 
@@ -196,6 +202,7 @@ def _kafka(args: argparse.Namespace) -> int:
         duration=args.duration,
         idle_clients=args.idle_clients,
         kafkasse_clients=args.kafkasse_clients,
+        model=args.model,
     )
     return _write(results, args.out)
 

@@ -21,6 +21,11 @@ confluent-kafka consumer polling every few milliseconds: what the broker and the
 before any SSE server is involved.
 
 All streams are held by one :class:`~ssegate.bench.held_streams.HeldStreams` client process.
+
+``model`` (``none``, ``json`` or ``avro``; :mod:`~ssegate.bench.kafka_rig`) puts a model on
+every topic the gateway serves, so each message is checked once before the fan-out; with
+``avro`` the ssegate cases produce Avro values that the model's ``view: json`` turns back into
+the same JSON text. The KafkaSSE cases always get JSON values: KafkaSSE checks nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from ssegate.bench.gateway import GatewayProcess, ProcessSample, machine_busy_se
 from ssegate.bench.held_streams import STAMPED_JSON, HeldStreams, sse_request
 from ssegate.bench.kafka_rig import (
     BenchBroker,
+    StampedValue,
     new_producer,
     produce_at_rate,
+    stamped_values,
     write_kafka_gateway_config,
 )
 from ssegate.bench.kafkasse import KafkaSseServer, ensure_kafkasse
@@ -64,10 +71,12 @@ def run_kafka(
     kafkasse_clients: list[int] | None = None,
     kafkasse_settle: float = 3.0,
     broker_info: BrokerInfo | None = None,
+    model: str = "none",
 ) -> dict[str, Any]:
     """Idle memory, then every client count on ssegate and (some) on KafkaSSE.
 
-    Without ``broker_info`` a broker is started for the run and stopped after it.
+    Without ``broker_info`` a broker is started for the run and stopped after it. ``model``
+    checks the values of ssegate's topics (``none``, ``json``, ``avro``).
     """
     if len(rates) not in (1, len(clients)):
         raise ValueError("give one rate, or one rate per client count")
@@ -75,6 +84,7 @@ def run_kafka(
     peer_counts = [1, 100] if kafkasse_clients is None else kafkasse_clients
     results: dict[str, Any] = {
         "scenario": "kafka",
+        "model": model,
         "duration_s": duration,
         "partitions_per_topic": 1,
         "cases": [],
@@ -94,7 +104,10 @@ def run_kafka(
         peer_topics = dict(
             zip(peer_counts, broker.create_topics("bench-kafkasse", len(peer_counts)), strict=True)
         )
-        ports = write_kafka_gateway_config(Path(tmp), broker.bootstrap, [idle_topic, *topics])
+        ports = write_kafka_gateway_config(
+            Path(tmp), broker.bootstrap, [idle_topic, *topics], model=model
+        )
+        values = stamped_values(model)
         producer = new_producer(broker.bootstrap)
         results["broker_floor"] = broker_floor(broker.bootstrap, floor_topic, producer)
         with (
@@ -110,14 +123,14 @@ def run_kafka(
                 for count, rate, topic in zip(clients, per_count, topics, strict=True):
                     case = _deliver(
                         "ssegate", held, gateway.sample, ports.plain, topic, count, rate,
-                        duration, producer, broker, SETTLE_SECONDS,
+                        duration, producer, broker, SETTLE_SECONDS, values,
                     )  # fmt: skip
                     results["cases"].append(case)
                     if peer is not None and count in peer_counts:
                         peer_topic = peer_topics[count]
                         case = _deliver(
                             "kafkasse", held, peer.sample, peer.port, peer_topic, count, rate,
-                            duration, producer, broker, kafkasse_settle,
+                            duration, producer, broker, kafkasse_settle, stamped_values("none"),
                         )  # fmt: skip
                         results["cases"].append(case)
             finally:
@@ -205,6 +218,7 @@ def _deliver(
     producer: Any,
     broker: BenchBroker,
     settle: float,
+    values: StampedValue,
 ) -> dict[str, Any]:
     rss_before_open = server_sample().rss_bytes
     opened = held.open([sse_request(f"/{topic}", port)] * count, port)
@@ -213,7 +227,7 @@ def _deliver(
     server_before, broker_before = server_sample(), broker.sample()
     busy_before, harness_before = machine_busy_seconds(), _harness_cpu()
     wall_before, load_average = time.monotonic(), os.getloadavg()[0]
-    produced = produce_at_rate(producer, topic, rate, duration)
+    produced = produce_at_rate(producer, topic, rate, duration, encode=values)
     time.sleep(DRAIN_SECONDS)
     delivery = held.report()
     server_after, broker_after = server_sample(), broker.sample()

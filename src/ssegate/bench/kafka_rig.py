@@ -7,15 +7,24 @@ of ``examples/sse.kafka`` (tcp → http → sse server → sse-kafka → kafka c
 plain and a TLS port, the route ``/{topic}``, and optionally a ``jwt`` guard on the sse route.
 :func:`produce_at_rate` produces stamped JSON values (``{"t":<monotonic_ns>,"n":<seq>}``) at a
 fixed rate with confluent-kafka, a batch every few milliseconds.
+
+With a topic **model** the config checks every value: ``json`` puts a ``json`` model of
+:data:`STAMPED_JSON_SCHEMA` on the cache server's ``topics[]``; ``avro`` puts an ``avro`` model
+of :data:`STAMPED_AVRO_SCHEMA` with ``view: json`` on the cache client's ``topics[]`` (the view
+lives there), and the values are then produced as Avro in the Confluent wire format
+(:func:`stamped_values`), which the view turns back into the same JSON text. Both schemas sit
+in an inline catalog of one subject, so the Avro schema id is 1.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +37,26 @@ from ssegate.kafka.broker import BrokerInfo, start_broker, stop_broker
 GUARD_ISSUER = "https://bench.ssegate.invalid"
 GUARD_AUDIENCE = "ssegate-bench"
 GUARD_ROLE = "bench:stream"
+MODELS = ("none", "json", "avro")
+"""What checks the bench topics' values: nothing, a ``json`` model, an ``avro`` model."""
+STAMPED_JSON_SCHEMA = {
+    "type": "object",
+    "properties": {"t": {"type": "integer"}, "n": {"type": "integer"}},
+    "required": ["t", "n"],
+    "additionalProperties": False,
+}
+STAMPED_AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Stamped",
+    "fields": [{"name": "t", "type": "long"}, {"name": "n", "type": "long"}],
+}
+AVRO_SCHEMA_ID = 1
+"""The id of the only subject of the bench's inline catalog (subjects are numbered from 1)."""
+CATALOG = "bench_catalog"
+SUBJECT = "stamped-value"
+
+StampedValue = Callable[[int, int], bytes]
+"""``(t, n)`` → the bytes produced."""
 
 
 class BenchBroker:
@@ -101,8 +130,10 @@ def write_kafka_gateway_config(
     topics: list[str],
     *,
     guard_keys: list[dict[str, str]] | None = None,
+    model: str = "none",
 ) -> GatewayPorts:
-    """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given."""
+    """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
+    every topic's values checked by ``model`` (one of :data:`MODELS`)."""
     from ssegate.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -124,6 +155,7 @@ def write_kafka_gateway_config(
             "    routes:\n      - guarded:\n          authn_jwt:\n"
             f"            - {GUARD_ROLE}\n        exit: north_sse_kafka_mapping\n"
         )
+    catalogs, client_options, server_topics = _topic_models(model, topics)
     config = workdir / "zilla.yaml"
     config.write_text(
         f"""\
@@ -135,7 +167,7 @@ vaults:
       keys:
         store: localhost.p12
         password: {PASSWORD}
-{guards}bindings:
+{catalogs}{guards}bindings:
   north_tcp_server:
     type: tcp
     kind: server
@@ -175,13 +207,13 @@ vaults:
   north_kafka_cache_client:
     type: kafka
     kind: cache_client
-    exit: south_kafka_cache_server
+{client_options}    exit: south_kafka_cache_server
   south_kafka_cache_server:
     type: kafka
     kind: cache_server
     options:
       bootstrap: {json.dumps(topics)}
-    exit: south_kafka_client
+{server_topics}    exit: south_kafka_client
   south_kafka_client:
     type: kafka
     kind: client
@@ -196,6 +228,46 @@ vaults:
     return GatewayPorts(config, plain, tls)
 
 
+def _topic_models(model: str, topics: list[str]) -> tuple[str, str, str]:
+    """The config's ``catalogs`` block, the cache client's ``options`` and the cache server's
+    ``topics`` lines for ``model``."""
+    if model not in MODELS:
+        raise ValueError(f"{model!r} is not a bench model ({', '.join(MODELS)})")
+    if model == "none":
+        return "", "", ""
+    schema = STAMPED_JSON_SCHEMA if model == "json" else STAMPED_AVRO_SCHEMA
+    catalogs = (
+        f"catalogs:\n  {CATALOG}:\n    type: inline\n    options:\n      subjects:\n"
+        f"        {SUBJECT}:\n          schema: {json.dumps(json.dumps(schema))}\n"
+    )
+    value: dict[str, object] = {"model": model, "catalog": {CATALOG: [{"subject": SUBJECT}]}}
+    if model == "avro":
+        value["view"] = "json"
+    entries = json.dumps([{"name": topic, "value": value} for topic in topics])
+    if model == "json":
+        return catalogs, "", f"      topics: {entries}\n"
+    return catalogs, f"    options:\n      topics: {entries}\n", ""
+
+
+def stamped_values(model: str) -> StampedValue:
+    """How the bench writes ``{"t": t, "n": n}`` for ``model``: JSON text, or Avro framed with
+    :data:`AVRO_SCHEMA_ID` for ``avro``."""
+    if model != "avro":
+        return lambda t, n: b'{"t":%d,"n":%d}' % (t, n)
+    import fastavro
+
+    from ssegate.models.schemas import frame
+
+    parsed = fastavro.parse_schema(STAMPED_AVRO_SCHEMA)
+
+    def avro(t: int, n: int) -> bytes:
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, parsed, {"t": t, "n": n})
+        return frame(AVRO_SCHEMA_ID, body.getvalue())
+
+    return avro
+
+
 @dataclass(frozen=True, slots=True)
 class Produced:
     messages: int
@@ -206,9 +278,11 @@ class Produced:
 
 def produce_at_rate(
     producer: Any, topic: str, rate: float, duration: float, *, first_sequence: int = 0,
-    tick: float = 0.005,
+    tick: float = 0.005, encode: StampedValue | None = None,
 ) -> Produced:  # fmt: skip
-    """Produce ``rate`` stamped messages/s to ``topic`` for ``duration`` s, then flush."""
+    """Produce ``rate`` stamped messages/s to ``topic`` for ``duration`` s, then flush; values
+    written by ``encode`` (default: JSON text)."""
+    value_of = encode or stamped_values("none")
     total = max(1, round(rate * duration))
     written = 0
     started = time.monotonic_ns()
@@ -216,7 +290,7 @@ def produce_at_rate(
         elapsed = (time.monotonic_ns() - started) / 1e9
         due = min(total, int(rate * elapsed) + 1) - written
         for _ in range(due):
-            value = b'{"t":%d,"n":%d}' % (time.monotonic_ns(), first_sequence + written)
+            value = value_of(time.monotonic_ns(), first_sequence + written)
             try:
                 producer.produce(topic, value=value)
             except BufferError:
