@@ -68,6 +68,33 @@ def add_bench_parser(commands: Any) -> None:
     proxy_idle.add_argument("--out", type=Path, default=None)
     proxy_idle.set_defaults(func=_proxy_idle)
 
+    fanout = scenarios.add_parser(
+        "fanout", help="plain SSE fan-out, ssegate and Mercure pair by pair: events/s, p99, RSS"
+    )
+    fanout.add_argument("--clients", type=_int_list, default=[100, 1000])
+    fanout.add_argument(
+        "--rate", type=_int_list, default=[200, 20], help="events/s: one, or one per client count"
+    )
+    fanout.add_argument("--duration", type=float, default=4.0, help="seconds of publishing")
+    fanout.add_argument(
+        "--transports", type=_fanout_transports, default=("h1", "tls-h1", "tls-h2"),
+        help="h1 (plain), tls-h1, tls-h2",
+    )  # fmt: skip
+    fanout.add_argument("--idle-clients", type=int, default=1000, help="0: skip the idle part")
+    fanout.add_argument("--ladder-clients", type=int, default=100)
+    fanout.add_argument(
+        "--ladder-rates", type=_counts_or_none, default=None,
+        help="events/s climbed until p99 > 50 ms (default 200 ... 2200; 'none': no ladder)",
+    )  # fmt: skip
+    fanout.add_argument("--ladder-duration", type=float, default=3.0)
+    fanout.add_argument("--mercure-transport", choices=["local", "bolt"], default="local")
+    fanout.add_argument("--without-mercure", action="store_true", help="ssegate alone")
+    fanout.add_argument("--client-processes", type=int, default=1)
+    fanout.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    fanout.add_argument("--plot", type=Path, default=None, help="PNG: events/s and latency CDFs")
+    fanout.add_argument("--out", type=Path, default=None)
+    fanout.set_defaults(func=_fanout)
+
     jwt = scenarios.add_parser(
         "jwt", help="connects/s, connect latency and RSS of N streams each with its own JWT"
     )
@@ -182,6 +209,36 @@ def _proxy_idle(args: argparse.Namespace) -> int:
     from ssegate.bench.proxy import run_proxy_idle
 
     return _write(run_proxy_idle(args.clients, protocol=args.protocol, tls=args.tls), args.out)
+
+
+def _fanout_transports(text: str) -> tuple[str, ...]:
+    values = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not values or any(v not in ("h1", "tls-h1", "tls-h2") for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: transports are h1, tls-h1 and tls-h2")
+    return values
+
+
+def _fanout(args: argparse.Namespace) -> int:
+    from ssegate.bench.fanout import run_fanout
+    from ssegate.bench.fanout_report import plot_fanout
+
+    results = run_fanout(
+        args.clients,
+        [float(rate) for rate in args.rate],
+        duration=args.duration,
+        transports=args.transports,
+        idle_clients=args.idle_clients,
+        ladder_clients=args.ladder_clients,
+        ladder_rates=None if args.ladder_rates is None else [float(r) for r in args.ladder_rates],
+        ladder_duration=args.ladder_duration,
+        mercure=not args.without_mercure,
+        mercure_transport=args.mercure_transport,
+        client_processes=args.client_processes,
+        workers=args.workers,
+    )
+    if args.plot is not None:
+        results["plot"] = plot_fanout(results, args.plot)
+    return _write(results, args.out)
 
 
 def _jwt(args: argparse.Namespace) -> int:

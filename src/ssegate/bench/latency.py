@@ -8,9 +8,11 @@ keeps a few kilobytes, and histograms from several client processes merge by add
 ``id`` and the publisher's send stamp (``data:<monotonic_ns> ...``, written by
 :mod:`ssegate.bench.publisher`). It looks only for complete blocks (up to the last blank line)
 and runs one C-level regular expression over them, which also skips HTTP/1.1 chunk-size lines
-between blocks. Measured on 200,000 events in chunks of four: 2.0 µs per event including the
-gap and latency bookkeeping, against 2.7 µs for the full WHATWG parser doing no bookkeeping at
-all; the client shares two cores with the gateway, so every microsecond here is taken from it.
+between blocks. A field value may start with one space (``id: 7``, as Mercure writes it): SSE
+drops that space, and so does the scan. Measured on 200,000 events in chunks of four: 2.0 µs
+per event including the gap and latency bookkeeping, against 2.7 µs for the full WHATWG parser
+doing no bookkeeping at all; the client shares two cores with the gateway, so every
+microsecond here is taken from it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 import time
 from typing import Any
 
-STAMPED_EVENT = re.compile(rb"id:(\d+)\ndata:(\d+)")
+STAMPED_EVENT = re.compile(rb"id: ?(\d+)\ndata: ?(\d+)")
 
 _EXACT = 128
 _SUB_BITS = 6

@@ -20,14 +20,15 @@ import os
 import resource
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ssegate.bench.foundation import PASSWORD
-from ssegate.bench.gateway import GatewayProcess, machine_busy_seconds
+from ssegate.bench.gateway import GatewayProcess, ProcessSample, machine_busy_seconds
 from ssegate.bench.latency import LatencyHistogram
 from ssegate.bench.load import LoadClients, LoadSpec
-from ssegate.bench.publisher import UpstreamProcess, publish
+from ssegate.bench.publisher import Published, UpstreamProcess, publish
 from ssegate.engine.runtime import free_port
 
 DRAIN_SECONDS = 1.5
@@ -147,34 +148,54 @@ def run_proxy(
                         h2_streams=h2_streams,
                         max_seconds=duration + 60,
                     )
-                    case = _run_case(
-                        spec, rate, duration, size, client_processes, gateway, upstream
-                    )
+                    publisher = upstream_publisher(upstream.publish_port, rate, duration, size)
+                    case = run_case(
+                        spec, rate, duration, client_processes, gateway.sample, upstream.sample,
+                        publisher,
+                    )  # fmt: skip
                     results["cases"].append(case)
                     time.sleep(0.5)
     return results
 
 
-def _run_case(
+def upstream_publisher(
+    port: int, rate: float, duration: float, size: int
+) -> Callable[[], Published]:
+    """What a case calls to publish to the example upstream: ``rate`` lines/s for ``duration``."""
+    return lambda: asyncio.run(publish(port, rate, duration, size=size))
+
+
+def _no_process() -> ProcessSample:
+    return ProcessSample(0, 0.0)
+
+
+def run_case(
     spec: LoadSpec,
     rate: float,
     duration: float,
-    size: int,
     processes: int,
-    gateway: GatewayProcess,
-    upstream: UpstreamProcess,
+    gateway: Callable[[], ProcessSample],
+    upstream: Callable[[], ProcessSample] | None,
+    publisher: Callable[[], Published],
 ) -> dict[str, Any]:
+    """One case: the streams of ``spec`` open, ``publisher`` publishes, the clients report.
+
+    ``publisher`` publishes ``rate`` events/s for ``duration`` s from this process and returns
+    what it wrote; ``gateway`` and ``upstream`` sample the server processes (``upstream`` is
+    None for a server that takes the publications itself).
+    """
+    upstream = upstream or _no_process
     with LoadClients(spec, processes) as load:
         ready = load.wait_ready()
         time.sleep(0.2)
-        gateway_before, upstream_before = gateway.sample(), upstream.sample()
+        gateway_before, upstream_before = gateway(), upstream()
         self_before, wall_before = _self_cpu(), time.monotonic()
         busy_before, load_average = machine_busy_seconds(), os.getloadavg()[0]
-        published = asyncio.run(publish(upstream.publish_port, rate, duration, size=size))
+        published = publisher()
         time.sleep(DRAIN_SECONDS)
         result = load.stop()
         wall = time.monotonic() - wall_before
-        gateway_after, upstream_after = gateway.sample(), upstream.sample()
+        gateway_after, upstream_after = gateway(), upstream()
         self_after, busy_after = _self_cpu(), machine_busy_seconds()
     gateway_cpu = gateway_after.cpu_seconds - gateway_before.cpu_seconds
     upstream_cpu = upstream_after.cpu_seconds - upstream_before.cpu_seconds
