@@ -25,6 +25,10 @@ def add_bench_parser(commands: Any) -> None:
     )
     scenarios = bench.add_subparsers(title="scenarios", metavar="SCENARIO", required=True)
 
+    from ssegate.bench.suite import add_all_parser
+
+    add_all_parser(scenarios)  # `all`: every scenario below in turn, one summary
+
     static = scenarios.add_parser(
         "static", help="static file requests/s over HTTP/1.1 (wrk) and h2 (h2load)"
     )
@@ -37,6 +41,12 @@ def add_bench_parser(commands: Any) -> None:
 
     idle = scenarios.add_parser("idle", help="gateway RSS per idle connection, plain and TLS")
     idle.add_argument("--connections", type=int, default=10_000)
+    idle.add_argument(
+        "--tls-connections", type=int, default=None, help="default: --connections; 0: no TLS"
+    )
+    idle.add_argument("--runs", type=int, default=1, help="runs per phase; the median is kept")
+    idle.add_argument("--workers", type=int, default=None, help="default: what the limits need")
+    idle.add_argument("--client-processes", type=int, default=None)
     idle.add_argument("--out", type=Path, default=None)
     idle.set_defaults(func=_idle)
 
@@ -181,9 +191,20 @@ def _static(args: argparse.Namespace) -> int:
 
 
 def _idle(args: argparse.Namespace) -> int:
-    from ssegate.bench.foundation import run_idle
+    from ssegate.bench.idle import run_idle
+    from ssegate.bench.idle_plan import PlanError
 
-    return _write(run_idle(args.connections), args.out)
+    try:
+        results = run_idle(
+            args.connections,
+            tls_count=args.tls_connections,
+            runs=args.runs,
+            gateway_workers=args.workers,
+            client_processes=args.client_processes,
+        )
+    except PlanError as exc:
+        raise SystemExit(f"ssegate: bench idle: {exc}") from None
+    return _write(results, args.out)
 
 
 def _proxy(args: argparse.Namespace) -> int:

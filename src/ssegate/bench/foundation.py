@@ -1,22 +1,17 @@
-"""Benchmarks of the foundation: static files over HTTP/1.1 and h2, and idle connections.
+"""Benchmarks of the foundation: static files over HTTP/1.1 and h2.
 
 ``static``: a gateway serving one small file; ``wrk`` measures HTTP/1.1 requests/s and
 ``h2load`` measures h2 (cleartext prior knowledge and TLS), each for a fixed duration.
-``idle``: N connections opened and left idle, plain and TLS; the gateway's resident memory is
-read before and after, and the difference divided by N is the cost of an idle connection.
+:func:`write_static_config` is also the gateway of ``idle`` (:mod:`ssegate.bench.idle`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
-import resource
 import shutil
-import ssl
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -192,66 +187,3 @@ def _h2load_rps(text: str) -> float | None:
 def _h2load_failed(text: str) -> int | None:
     match = re.search(r"requests: .*?(\d+) failed", text)
     return int(match.group(1)) if match else None
-
-
-def run_idle(count: int = 10_000, settle: float = 2.0) -> dict[str, Any]:
-    """RSS per idle connection, plain and TLS (connections opened from this process)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = min(hard, count * 2 + 1024)
-    if soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    results: dict[str, Any] = {"scenario": "idle", "connections": count}
-    with tempfile.TemporaryDirectory() as tmp:
-        config, plain, tls = write_static_config(Path(tmp))
-        for label, port, use_tls in (("plain", plain, False), ("tls", tls, True)):
-            with GatewayProcess(config, workers=1) as gateway:
-                time.sleep(settle)
-                base = gateway.sample().rss_bytes
-                opened, loaded, seconds = asyncio.run(_hold(port, count, use_tls, gateway, settle))
-                results[label] = {
-                    "opened": opened,
-                    "open_seconds": round(seconds, 2),
-                    "rss_base_mib": round(base / 2**20, 1),
-                    "rss_loaded_mib": round(loaded / 2**20, 1),
-                    "bytes_per_connection": round((loaded - base) / max(opened, 1)),
-                }
-    return results
-
-
-async def _hold(
-    port: int, count: int, use_tls: bool, gateway: GatewayProcess, settle: float
-) -> tuple[int, int, float]:
-    """Open ``count`` connections to 127.0.0.1 and hold them; (opened, gateway RSS, seconds)."""
-    context: ssl.SSLContext | None = None
-    if use_tls:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        context.set_alpn_protocols(["http/1.1"])
-    loop = asyncio.get_running_loop()
-    transports: list[asyncio.BaseTransport] = []
-    started = time.perf_counter()
-    semaphore = asyncio.Semaphore(200)
-
-    async def one() -> None:
-        async with semaphore:
-            try:
-                transport, _ = await loop.create_connection(
-                    asyncio.Protocol,
-                    "127.0.0.1",
-                    port,
-                    ssl=context,
-                    server_hostname="localhost" if context else None,
-                )
-            except OSError:
-                return
-            transports.append(transport)
-
-    await asyncio.gather(*(one() for _ in range(count)))
-    seconds = time.perf_counter() - started
-    await asyncio.sleep(settle)
-    rss = gateway.sample().rss_bytes
-    for transport in transports:
-        transport.close()
-    await asyncio.sleep(0.1)
-    return len(transports), rss, seconds

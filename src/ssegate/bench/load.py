@@ -441,16 +441,28 @@ class LoadClients:
         return result
 
     def __exit__(self, *exc: object) -> None:
-        for pipe in self._pipes:
-            with contextlib.suppress(OSError):
-                pipe.send("stop")
-        for process in self._processes:
-            process.join(10)
-            if process.is_alive():
-                process.kill()
-                process.join()
-        for pipe in self._pipes:
-            pipe.close()
+        stop_processes(self._pipes, self._processes, "stop", join_seconds=10)
+
+
+def stop_processes(
+    pipes: list[multiprocessing.connection.Connection],
+    processes: list[multiprocessing.process.BaseProcess],
+    message: str,
+    *,
+    join_seconds: float,
+) -> None:
+    """Ask client processes to end with ``message``, kill those still alive after
+    ``join_seconds``, and close the pipes."""
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            pipe.send(message)
+    for process in processes:
+        process.join(join_seconds)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for pipe in pipes:
+        pipe.close()
 
 
 def _with_clients(spec: LoadSpec, clients: int) -> LoadSpec:

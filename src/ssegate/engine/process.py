@@ -4,6 +4,10 @@ With one worker the gateway runs in this process. With more, this process forks 
 (each opens its own listeners with ``SO_REUSEPORT``, so the kernel spreads connections across
 them), forwards SIGINT/SIGTERM, and exits once they have drained. A worker that fails to start
 stops the others: the gateway is up whole or not at all.
+
+Every held connection is a file descriptor, so before anything listens the soft
+``RLIMIT_NOFILE`` is raised to the hard limit (the workers inherit it), and each worker logs the
+limit it runs with (``gateway.open_files_limit``).
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
@@ -25,6 +31,8 @@ DRAIN_SECONDS = 3.0
 KILL_AFTER_SECONDS = 5.0
 EXIT_CONFIG = 2
 EXIT_START_FAILED = 1
+NR_OPEN_DEFAULT = 1_048_576
+"""The kernel's ceiling on descriptors per process when ``/proc/sys/fs/nr_open`` is unreadable."""
 
 
 def install_event_loop() -> None:
@@ -43,9 +51,49 @@ def serve(
     on_ready: Callable[[Runtime], None] | None = None,
 ) -> int:
     """Run the gateway until SIGINT/SIGTERM; returns the process exit status."""
+    raise_open_files_limit()
     if workers <= 1:
         return _run_worker(config, reuse_port=False, on_ready=on_ready)
     return _supervise(config, workers, on_ready)
+
+
+def raise_open_files_limit() -> tuple[int, int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit; (soft before, soft now, hard).
+
+    A default soft limit of 1,024 would cap the gateway at about a thousand connections while
+    the hard limit allows far more. An unlimited hard limit is capped at the kernel's
+    ``nr_open``. If the raise is refused the soft limit stays as it was.
+    """
+    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = _nr_open() if hard == resource.RLIM_INFINITY else hard
+    if before != resource.RLIM_INFINITY and before < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            return before, before, hard
+        return before, target, hard
+    return before, before, hard
+
+
+def _nr_open() -> int:
+    try:
+        return int(Path("/proc/sys/fs/nr_open").read_text())
+    except (OSError, ValueError):
+        return NR_OPEN_DEFAULT
+
+
+def _log_open_files_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard and hard != resource.RLIM_INFINITY:
+        log.warning(
+            "gateway.open_files_limit",
+            pid=os.getpid(),
+            soft=soft,
+            hard=hard,
+            reason="the soft limit could not be raised to the hard limit",
+        )
+    else:
+        log.event("gateway.open_files_limit", pid=os.getpid(), soft=soft, hard=hard)
 
 
 def _run_worker(
@@ -69,6 +117,7 @@ async def _worker_main(
         print(f"ssegate: {exc}", file=sys.stderr)
         await runtime.stop(grace=0.5)
         return EXIT_CONFIG
+    _log_open_files_limit()
     if on_ready is not None:
         on_ready(runtime)
     await stopping.wait()
