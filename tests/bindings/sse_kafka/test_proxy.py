@@ -12,7 +12,7 @@ import pytest
 from ssegate.bindings.sse_kafka import subscriber as subscriber_module
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_progress
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
-from ssegate.bindings.sse_kafka.subscriber import EncodedMessages, encode_message
+from ssegate.bindings.sse_kafka.shared import EncodedMessages, encode_message
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Route
 from ssegate.engine.exchange import Request

@@ -40,12 +40,8 @@ from ssegate.bindings.sse_kafka.event_id import (
     progress_of_last_event_id,
 )
 from ssegate.bindings.sse_kafka.filters import FilterTemplate
-from ssegate.bindings.sse_kafka.subscriber import (
-    EncodedMessages,
-    SharedBatches,
-    SubscriberStats,
-    TopicSubscriber,
-)
+from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
+from ssegate.bindings.sse_kafka.subscriber import SubscriberStats, TopicSubscriber
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
 from ssegate.engine.context import BuildContext

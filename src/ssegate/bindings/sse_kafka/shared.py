@@ -1,0 +1,194 @@
+"""What the subscribers of an sse-kafka proxy share, so that per-subscriber work stays small.
+
+- :class:`EncodedMessages`: the ``event:``/``data:`` block of each message, encoded once per
+  process through the topic's value view, by topic, partition and offset.
+- :class:`SharedBatches`: the outcome of each batch per :class:`SubscriberShape` (filter, id
+  format, view) and starting progress: the joined SSE blocks, the progress after the batch and
+  the messages skipped at its end. The first subscriber of a group works a batch out; every
+  other one writes the same bytes and adopts the same progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ssegate.bindings.sse_kafka.event_id import (
+    EventIdFormat,
+    ProgressSnapshot,
+    encode_key,
+    etag_text,
+)
+from ssegate.bindings.sse_kafka.filters import MessageFilter
+from ssegate.kafka.topics import KafkaMessage
+from ssegate.models.topics import ValueView
+from ssegate.sse.encoder import encode_event
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """What every subscriber shares about one message."""
+
+    block: bytes
+    """``event:``/``data:`` lines and the blank line; a subscriber writes its ``id:`` first."""
+    key64: str | None
+    etag: str | None
+
+
+class EncodedMessages:
+    """A small per-process cache of :class:`EncodedMessage`, by topic, partition and offset.
+
+    The cache delivers one message object to every subscriber in turn, so a few thousand
+    entries make every subscriber after the first a hit; the oldest entries are evicted first.
+    An entry is reused only for the same message object seen through the same value view.
+    """
+
+    __slots__ = ("_entries", "binding", "capacity", "hits", "metrics", "misses")
+
+    def __init__(
+        self, capacity: int = 4096, *, binding: str = "", metrics: Metrics | None = None
+    ) -> None:
+        self.capacity = capacity
+        self.binding = binding
+        self.metrics = metrics
+        self._entries: dict[
+            tuple[str, int, int], tuple[KafkaMessage, ValueView | None, EncodedMessage]
+        ] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, message: KafkaMessage, view: ValueView | None = None) -> EncodedMessage:
+        where = (message.topic, message.partition, message.offset)
+        entry = self._entries.get(where)
+        if entry is not None and entry[0] is message and entry[1] == view:
+            self.hits += 1
+            return entry[2]
+        self.misses += 1
+        encoded = encode_message(message, view, binding=self.binding, metrics=self.metrics)
+        entries = self._entries
+        entries[where] = (message, view, encoded)
+        if len(entries) > self.capacity:
+            del entries[next(iter(entries))]
+        return encoded
+
+
+def encode_message(
+    message: KafkaMessage,
+    view: ValueView | None = None,
+    *,
+    binding: str = "",
+    metrics: Metrics | None = None,
+) -> EncodedMessage:
+    """The shared part of ``message``'s SSE block; ``view`` turns its value into ``data:``."""
+    key64 = encode_key(message.key)
+    if message.value is None:
+        block = encode_event(key64 or "", event="delete")
+    else:
+        block = encode_event(value_text(message, message.value, view, binding, metrics))
+    return EncodedMessage(block, key64, etag_text(message.header("etag")))
+
+
+def value_text(
+    message: KafkaMessage,
+    value: bytes,
+    view: ValueView | None,
+    binding: str,
+    metrics: Metrics | None,
+) -> str:
+    if view is not None:
+        try:
+            return view(value)
+        except Exception as exc:  # a model bug must not stop the stream of every subscriber
+            log.warning(
+                "sse_kafka.view_failed",
+                binding=binding,
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
+                reason=f"{type(exc).__name__}: {exc}"[:200],
+            )
+            if metrics is not None:
+                metrics.inc("ssegate.sse_kafka.view_failures", binding, topic=message.topic)
+    return value.decode("utf-8", "replace")
+
+
+class SubscriberShape:
+    """What, besides its progress, decides the bytes a subscriber writes for a batch."""
+
+    __slots__ = ("_hash", "filter", "id_format", "view")
+
+    def __init__(
+        self, message_filter: MessageFilter | None, id_format: EventIdFormat, view: ValueView | None
+    ) -> None:
+        self.filter = message_filter
+        self.id_format = id_format
+        self.view = view
+        self._hash = hash((message_filter, id_format, view))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SubscriberShape)
+            and self.filter == other.filter
+            and self.id_format is other.id_format
+            and self.view == other.view
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What one batch does to a subscriber of a given shape starting from a given progress."""
+
+    data: bytes | None
+    """The SSE blocks to write; ``None`` when the filter dropped every message."""
+    progress: ProgressSnapshot
+    skipped: int
+    """Messages dropped after the last one written (every message when ``data`` is None)."""
+
+
+class SharedBatches:
+    """Per process: the outcomes of the latest batches, by subscriber shape and progress.
+
+    The cache hands one batch object to every subscriber of a partition in turn, so keeping
+    the outcomes of the last few batch objects makes every subscriber after the first in its
+    group a dictionary hit. A batch is known by identity and held until evicted, so its
+    ``id()`` cannot be reused meanwhile. Shapes are interned up to :attr:`max_shapes` so that
+    equal shapes are usually the same object and compare by identity.
+    """
+
+    __slots__ = ("_batches", "_shapes", "max_batches", "max_shapes")
+
+    def __init__(self, max_batches: int = 16, max_shapes: int = 4096) -> None:
+        self.max_batches = max_batches
+        self.max_shapes = max_shapes
+        self._batches: dict[
+            int, tuple[Sequence[KafkaMessage], dict[tuple[SubscriberShape, str], BatchOutcome]]
+        ] = {}
+        self._shapes: dict[SubscriberShape, SubscriberShape] = {}
+
+    def shape(
+        self, message_filter: MessageFilter | None, id_format: EventIdFormat, view: ValueView | None
+    ) -> SubscriberShape:
+        shape = SubscriberShape(message_filter, id_format, view)
+        found = self._shapes.get(shape)
+        if found is not None:
+            return found
+        if len(self._shapes) < self.max_shapes:
+            self._shapes[shape] = shape
+        return shape
+
+    def outcomes(
+        self, messages: Sequence[KafkaMessage]
+    ) -> dict[tuple[SubscriberShape, str], BatchOutcome]:
+        """The outcomes recorded so far for ``messages`` (a dict to read and fill)."""
+        batches = self._batches
+        entry = batches.get(id(messages))
+        if entry is None or entry[0] is not messages:
+            entry = batches[id(messages)] = (messages, {})
+            if len(batches) > self.max_batches:
+                del batches[next(iter(batches))]
+        return entry[1]
