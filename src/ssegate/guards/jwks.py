@@ -8,6 +8,10 @@ stream of tokens with a made-up ``kid`` cannot turn the gateway into a load gene
 the issuer), or :data:`RETRY_INTERVAL` seconds after a failure. A failed fetch keeps the keys
 already held.
 
+Keys are also refetched once they are :data:`KEYS_MAX_AGE` seconds old, in the background
+while the old ones keep verifying, so a key the issuer withdraws stops being accepted within
+that time even if no token ever names an unknown ``kid``.
+
 The download itself is plain ``urllib`` in a worker thread (a few KiB, rarely): the only I/O
 in the guard. Documents over :data:`MAX_JWKS_BYTES` are refused; a key in the document that
 cannot be used (unknown ``kty``, RSA without ``alg``, ``use`` other than ``sig``) is skipped and
@@ -31,6 +35,7 @@ MAX_JWKS_BYTES = 1024 * 1024
 FETCH_TIMEOUT = 5.0
 REFETCH_INTERVAL = 10.0
 RETRY_INTERVAL = 1.0
+KEYS_MAX_AGE = 300.0
 
 Fetch = Callable[[str], Awaitable[bytes]]
 
@@ -78,6 +83,7 @@ class KeySet:
         fetch: Fetch = download,
         refetch_interval: float = REFETCH_INTERVAL,
         retry_interval: float = RETRY_INTERVAL,
+        max_age: float = KEYS_MAX_AGE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._keys: dict[str, JwtKey] = dict(keys or {})
@@ -85,7 +91,10 @@ class KeySet:
         self._fetch = fetch
         self._refetch_interval = refetch_interval
         self._retry_interval = retry_interval
+        self._max_age = max_age
         self._clock = clock
+        self._stale_at = float("inf")
+        """When the fetched keys are due for a background refetch (never before a fetch)."""
         self._next_fetch = float("-inf")
         self._fetching: asyncio.Future[None] | None = None
         self.last_error: str | None = None
@@ -95,7 +104,17 @@ class KeySet:
         return len(self._keys)
 
     def key(self, kid: str) -> JwtKey | None:
+        if self._clock() >= self._stale_at:
+            self._refresh_in_background()
         return self._keys.get(kid)
+
+    def _refresh_in_background(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): the next caller in one will
+            return
+        self._stale_at = float("inf")  # one background refetch at a time
+        self.refresh()
 
     def refresh(self) -> asyncio.Future[None] | None:
         """A fetch to wait for before looking an unknown ``kid`` up again, or ``None``.
@@ -119,9 +138,13 @@ class KeySet:
         except Exception as exc:  # any failure leaves the old keys in place
             self.last_error = f"{type(exc).__name__}: {exc}"[:300]
             self._next_fetch = self._clock() + self._retry_interval
+            if self._keys:  # keep the old keys, and try again once the retry interval is over
+                self._stale_at = self._next_fetch
             log.warning("guard.jwks_fetch_failed", url=url, error=self.last_error)
             return
+        withdrawn = sorted(set(self._keys) - set(keys))
         self._keys = keys
         self.last_error = None
         self._next_fetch = self._clock() + self._refetch_interval
-        log.event("guard.jwks_fetched", url=url, keys=len(keys))
+        self._stale_at = self._clock() + self._max_age
+        log.event("guard.jwks_fetched", url=url, keys=len(keys), withdrawn=withdrawn)
