@@ -4,10 +4,12 @@ A request is dispatched when its stream ends (bodies are small). Response data w
 per stream while the peer's flow-control window is closed and moves on when a WINDOW_UPDATE or a
 larger ``SETTINGS_INITIAL_WINDOW_SIZE`` opens it; while the transport is paused nothing moves.
 
-Writes are coalesced: every frame produced while one ``data_received`` is handled goes out in
-one ``transport.write`` at its end, and frames produced by handlers at other times are written
-by one flush per event-loop iteration. Connection errors (``h2`` raises them carrying their error
-code) send GOAWAY and close; a response is abandoned with ``RST_STREAM(NO_ERROR)``.
+DATA frames of open streams skip the ``h2`` library's per-frame path
+(:mod:`ssegate.bindings.http.h2_frames`). Writes are coalesced: every frame produced while one
+``data_received`` is handled goes out in one ``transport.write`` at its end, and frames produced
+by handlers at other times are written by one flush per event-loop iteration. Connection errors
+(``h2`` raises them carrying their error code) send GOAWAY and close; a response is abandoned
+with ``RST_STREAM(NO_ERROR)``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import h2.exceptions
 import h2.settings
 from h2.errors import ErrorCodes
 
+from ssegate.bindings.http.h2_frames import append_data_frame
 from ssegate.bindings.http.timer import ConnectionTimer, linger_close
 from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
@@ -267,7 +270,8 @@ class H2Protocol(asyncio.Protocol):
                     break
                 data, end = chunk
                 if data:
-                    self._conn.send_data(sid, data, end_stream=end)
+                    if end or not append_data_frame(self._conn, sid, data):
+                        self._conn.send_data(sid, data, end_stream=end)
                 elif end:
                     self._conn.end_stream(sid)
                 if end:
