@@ -52,8 +52,22 @@ def test_kafka_scenario_delivers_every_produced_message_to_every_client(
         assert case["received"] == case["expected"] == 200 * case["clients"]
         assert case["gaps"] == 0
         assert case["delivered_events_per_s"] > 0
-        assert case["latency_ms"]["p99"] is not None
+        upper, lower = case["latency_ms"]["p99"], case["latency_ms_lower_bound"]["p99"]
+        assert upper is not None and lower is not None and lower <= upper
         assert case["cpu_s"]["server"] >= 0 and case["machine_busy_share"] >= 0
+
+
+def test_kafka_scenario_with_two_workers_delivers_every_message_to_every_client(
+    kafka_broker: BrokerInfo,
+) -> None:
+    result = run_kafka(
+        [6], [100.0], duration=1.0, idle_clients=0, kafkasse_clients=[],
+        broker_info=kafka_broker, workers=2,
+    )  # fmt: skip
+    assert result["gateway_workers"] == 2
+    [case] = result["cases"]
+    assert case["received"] == case["expected"] == 600
+    assert case["gaps"] == 0
 
 
 @pytest.mark.parametrize("model", ["json", "avro"])
@@ -103,5 +117,6 @@ def test_bench_cli_accepts_the_jwt_and_kafka_options() -> None:
     assert (jwt.clients, jwt.tls, jwt.key_type) == (20, True, "ec")
     kafka = parser.parse_args(["bench", "kafka", "--clients", "1,10", "--kafkasse-clients", "none"])
     assert (kafka.clients, kafka.kafkasse_clients, kafka.rate) == ([1, 10], [], [5000, 1000, 200])
-    assert kafka.model == "none"
+    assert (kafka.model, kafka.workers) == ("none", 1)
+    assert parser.parse_args(["bench", "kafka", "--workers", "2"]).workers == 2
     assert parser.parse_args(["bench", "kafka", "--model", "avro"]).model == "avro"

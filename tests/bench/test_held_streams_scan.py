@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ssegate.bench.held_streams import EXACT_PER_READ, _Counters, _HeldStream
+from ssegate.bench.held_streams import EXACT_PER_READ, SAMPLE_EVERY, _Counters, _HeldStream
 
 
 def stream() -> tuple[_HeldStream, _Counters]:
@@ -39,6 +39,51 @@ def test_a_large_read_counts_every_event_and_charges_each_the_oldest_latency() -
     assert counters.histogram.total == 100
     p50 = counters.histogram.percentile_ms(0.5)
     assert p50 is not None and p50 >= 40
+
+
+def test_a_large_read_charges_its_newest_latency_to_the_lower_bound() -> None:
+    held, counters = stream()
+    now = time.monotonic_ns()
+    oldest, newest = now - 40_000_000, now - 5_000_000  # the batch spans 40 ms .. 5 ms ago
+    wire = b"".join(
+        b'id:x\ndata:{"t":%d,"n":%d}\n\n' % (oldest + (newest - oldest) * n // 99, n)
+        for n in range(100)
+    )
+    held.data_received(wire)
+    upper, lower = counters.histogram, counters.lower
+    assert upper.total == lower.total == 100
+    upper_p50, lower_p50 = upper.percentile_ms(0.5), lower.percentile_ms(0.5)
+    assert upper_p50 is not None and lower_p50 is not None
+    assert upper_p50 >= 40
+    assert 5 <= lower_p50 < 40
+
+
+def test_the_sampled_estimate_weighs_one_read_in_so_many_and_lies_between_the_bounds() -> None:
+    held, counters = stream()
+    sequence = 0
+    for _ in range(2 * SAMPLE_EVERY):  # 2 sampled reads of 20 events, each 40 ms .. 21 ms old
+        now = time.monotonic_ns()
+        held.data_received(
+            b"".join(
+                b'id:x\ndata:{"t":%d,"n":%d}\n\n' % (now - (40 - i) * 1_000_000, sequence + i)
+                for i in range(20)
+            )
+        )
+        sequence += 20
+    assert counters.received == counters.sampled.total == 2 * SAMPLE_EVERY * 20
+    assert counters.gaps == 0
+    lower, sampled, upper = (
+        h.percentile_ms(0.5) for h in (counters.lower, counters.sampled, counters.histogram)
+    )
+    assert lower is not None and sampled is not None and upper is not None
+    assert lower < sampled < upper
+    assert 28 <= sampled <= 34  # the middle of 21..40 ms
+
+
+def test_a_small_read_counts_the_same_exact_latencies_in_both_bounds() -> None:
+    held, counters = stream()
+    held.data_received(events(range(EXACT_PER_READ), time.monotonic_ns() - 10_000_000))
+    assert counters.lower.counts == counters.histogram.counts == counters.sampled.counts
 
 
 def test_a_large_read_finds_gaps_inside_it_and_before_it() -> None:

@@ -139,6 +139,7 @@ def add_bench_parser(commands: Any) -> None:
         default="none",
         help="a model checking every value of ssegate's topics (avro: produced as Avro, view json)",
     )
+    kafka.add_argument("--workers", type=int, default=1, help="gateway worker processes")
     kafka.add_argument("--out", type=Path, default=None)
     kafka.set_defaults(func=_kafka)
 
@@ -281,6 +282,7 @@ def _kafka(args: argparse.Namespace) -> int:
         idle_clients=args.idle_clients,
         kafkasse_clients=args.kafkasse_clients,
         model=args.model,
+        workers=args.workers,
     )
     return _write(results, args.out)
 

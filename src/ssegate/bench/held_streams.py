@@ -7,8 +7,14 @@ status line), and events whose ``id`` is a Kafka position rather than a number. 
 data is the JSON object the Kafka benchmark produces, ``{"t":<monotonic_ns>,"n":<sequence>}``,
 which both ssegate and KafkaSSE pass through as text. A read of up to
 ``EXACT_PER_READ`` events is scanned event by event; a larger one (a fan-out batch at a high
-rate) only at its two ends, which keeps the client's cost per read instead of per event: every
-event of such a read is charged the latency of its oldest, so percentiles are upper bounds.
+rate) only at its two ends, which keeps the client's cost per read instead of per event. Two
+histograms come out of that: ``latency_ms`` charges every event of such a read the latency of
+its oldest (an upper bound), ``latency_ms_lower_bound`` the latency of its newest (a lower
+bound); events of reads scanned one by one count exactly in both. The true percentiles lie
+between the two. ``latency_ms_sampled`` estimates them: every event of one large read in
+``SAMPLE_EVERY`` is scanned exactly and counted ``SAMPLE_EVERY`` times, every event of a small
+read once. A read is picked by its place in the stream, not by what it holds, so each event
+has the same chance of being measured and the estimate is unbiased.
 
 :class:`HeldStreams` runs one spawned client process (uvloop, HTTP/1.1, ``asyncio.Protocol``)
 and drives it over a pipe: :meth:`HeldStreams.open` connects a list of requests with bounded
@@ -40,6 +46,8 @@ from ssegate.bench.load import raise_open_files
 STAMPED_JSON = re.compile(rb'"t":\s*(\d+),\s*"n":\s*(\d+)')
 EXACT_PER_READ = 8
 """Reads of up to this many events are scanned event by event; larger ones by their ends."""
+SAMPLE_EVERY = 16
+"""One large read in this many is also scanned event by event, for the sampled estimate."""
 OPEN_ANSWER_MARGIN = 10.0
 """Seconds before the answer timeout at which an ``open`` stops waiting and reports."""
 
@@ -65,15 +73,25 @@ class Delivery:
     first_ns: int
     last_ns: int
     latency_ms: dict[str, float | None]
+    latency_ms_lower_bound: dict[str, float | None]
+    latency_ms_sampled: dict[str, float | None]
     cpu_seconds: float
 
 
 class _Counters:
-    __slots__ = ("closed_early", "first_ns", "gaps", "histogram", "last_ns", "received")
+    __slots__ = (
+        "closed_early", "first_ns", "gaps", "histogram", "large_reads", "last_ns", "lower",
+        "received", "sampled",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.histogram = LatencyHistogram()
+        self.lower = LatencyHistogram()
+        """Like ``histogram``, but a large read's events are charged its newest one."""
+        self.sampled = LatencyHistogram()
+        """Exact latencies: small reads' events, and a weighted sample of large reads'."""
         self.received = self.gaps = self.closed_early = self.first_ns = self.last_ns = 0
+        self.large_reads = 0
 
 
 class _HeldStream(asyncio.Protocol):
@@ -124,11 +142,13 @@ class _HeldStream(asyncio.Protocol):
         elif count:
             self._scan_events(buffer, end)
 
-    def _scan_events(self, buffer: bytes, end: int) -> None:
-        """Every event's own latency and sequence number."""
+    def _scan_events(self, buffer: bytes, end: int, weight: int = 1) -> None:
+        """Every event's own latency and sequence number; ``weight``: how many events each
+        stands for in the sampled estimate."""
         now = time.monotonic_ns()
         counters = self._counters
-        record = counters.histogram.record
+        record, record_lower = counters.histogram.record, counters.lower.record
+        record_sampled = counters.sampled.record
         last = self._last_n
         found = 0
         for match in STAMPED_JSON.finditer(buffer, 0, end):
@@ -136,28 +156,37 @@ class _HeldStream(asyncio.Protocol):
             if last >= 0 and sequence > last + 1:
                 counters.gaps += sequence - last - 1
             last = sequence
-            record((now - int(match[1])) // 1000)
+            micros = (now - int(match[1])) // 1000
+            record(micros)
+            record_lower(micros)
+            record_sampled(micros, weight)
             found += 1
         self._last_n = last
         self._received(found, now)
 
     def _scan_read(self, buffer: bytes, end: int, count: int) -> None:
         """A large read: its first and last events only. Every event of the read is charged
-        the latency of the oldest (an upper bound), and a gap is a sequence jump before the
-        first or a span wider than the events counted."""
+        the latency of the oldest (the upper bound) and of the newest (the lower bound), and a
+        gap is a sequence jump before the first or a span wider than the events counted. One
+        such read in :data:`SAMPLE_EVERY` is scanned event by event instead."""
+        counters = self._counters
+        counters.large_reads += 1
+        if counters.large_reads % SAMPLE_EVERY == 0:
+            self._scan_events(buffer, end, SAMPLE_EVERY)
+            return
         first = STAMPED_JSON.search(buffer, 0, end)
         last = STAMPED_JSON.search(buffer, buffer.rfind(b'"t":', 0, end), end)
         if first is None or last is None:
             self._scan_events(buffer, end)
             return
         now = time.monotonic_ns()
-        counters = self._counters
         low, high = int(first[2]), int(last[2])
         if self._last_n >= 0 and low > self._last_n + 1:
             counters.gaps += low - self._last_n - 1
         counters.gaps += max(0, high - low + 1 - count)
         self._last_n = high
         counters.histogram.record((now - int(first[1])) // 1000, count)
+        counters.lower.record((now - int(last[1])) // 1000, count)
         self._received(count, now)
 
     def _received(self, found: int, now: int) -> None:
@@ -252,6 +281,8 @@ class _Client:
             "first_ns": counters.first_ns,
             "last_ns": counters.last_ns,
             "latency_ms": counters.histogram.summary(),
+            "latency_ms_lower_bound": counters.lower.summary(),
+            "latency_ms_sampled": counters.sampled.summary(),
             "cpu_seconds": round(cpu, 3),
         }
 

@@ -72,11 +72,14 @@ def run_kafka(
     kafkasse_settle: float = 3.0,
     broker_info: BrokerInfo | None = None,
     model: str = "none",
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Idle memory, then every client count on ssegate and (some) on KafkaSSE.
 
     Without ``broker_info`` a broker is started for the run and stopped after it. ``model``
-    checks the values of ssegate's topics (``none``, ``json``, ``avro``).
+    checks the values of ssegate's topics (``none``, ``json``, ``avro``). With ``workers``
+    above 1 the gateway's processes share the port; each worker's cache reads the topic for
+    the streams the kernel gave it, and the server figures add up all of them.
     """
     if len(rates) not in (1, len(clients)):
         raise ValueError("give one rate, or one rate per client count")
@@ -85,6 +88,7 @@ def run_kafka(
     results: dict[str, Any] = {
         "scenario": "kafka",
         "model": model,
+        "gateway_workers": workers,
         "duration_s": duration,
         "partitions_per_topic": 1,
         "cases": [],
@@ -111,7 +115,7 @@ def run_kafka(
         producer = new_producer(broker.bootstrap)
         results["broker_floor"] = broker_floor(broker.bootstrap, floor_topic, producer)
         with (
-            GatewayProcess(ports.config) as gateway,
+            GatewayProcess(ports.config, workers=workers) as gateway,
             HeldStreams(ports.plain, max_streams=most, concurrency=128) as held,
         ):
             if idle_clients:
@@ -258,6 +262,8 @@ def _deliver(
         "delivered_events_per_s": round(delivery.received / span, 1) if span > 0 else 0.0,
         "events_per_server_cpu_s": round(delivery.received / server_cpu) if server_cpu else None,
         "latency_ms": delivery.latency_ms,
+        "latency_ms_lower_bound": delivery.latency_ms_lower_bound,
+        "latency_ms_sampled": delivery.latency_ms_sampled,
         "cpu_s": {
             "wall": round(wall, 2),
             "server": round(server_cpu, 2),
