@@ -9,10 +9,11 @@ Design:
   start for ``defaultOffset: historical``, the default, or the end for ``live``), with no
   consumer group commits. Partitions added later are found by a metadata refresh every few
   seconds and fetched from their start.
-- **Hand-over.** Each pass of the thread (one ``consume`` call per consumer) becomes one
-  ``call_soon_threadsafe`` callback carrying per-partition batches; on the loop the batch is
-  appended to the partition's cache and handed, as one list, to every live subscriber
-  (:mod:`~.topic_feed`): one ``on_messages`` call per subscriber per batch.
+- **Hand-over.** Each pass of the thread (one ``consume`` call per consumer) adds its
+  per-partition batches to one inbox (:mod:`~.handover`); the loop drains it whole, joining the
+  batches of each partition that arrived while it was busy. On the loop a batch is appended to
+  the partition's cache and handed, as one list, to every live subscriber (:mod:`~.topic_feed`):
+  one ``on_messages`` call per subscriber per batch, however many passes gathered it.
 - **Cache.** Per partition, bounded by ``cache.max-bytes`` (per topic, split evenly over its
   partitions) and ``cache.max-age``; compacted topics (``cleanup.policy`` read with the admin
   API) keep the latest value per key (:mod:`~.partition_cache`).
@@ -30,7 +31,9 @@ Design:
 Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.cache.bytes``,
 ``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
 ``ssegate.kafka.invalid_messages``, ``ssegate.kafka.fetch.assignments``,
-``ssegate.kafka.resets``; ``ssegate.kafka.broker.available`` (1 or 0).
+``ssegate.kafka.resets``; ``ssegate.kafka.broker.available`` (1 or 0);
+``ssegate.kafka.fetch.batches_joined`` (batches that waited for a busy loop and went out with
+an earlier one).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +61,7 @@ from ssegate.bindings.kafka.fetch_events import (
     TopicStarted,
 )
 from ssegate.bindings.kafka.fetcher import FetchThread
+from ssegate.bindings.kafka.handover import Handover
 from ssegate.bindings.kafka.message_check import MessageCheck, all_of
 from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
 from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
@@ -120,8 +124,9 @@ class KafkaCacheServer:
         self.metrics = metrics or Metrics()
         self._checks: dict[str, MessageCheck] = dict(checks or {})
         self._subscribers = 0
+        self._handover = Handover(self._schedule_from_thread, self._on_events)
         self._fetcher = FetchThread(
-            client, self._from_thread, self._checks, metadata_interval=metadata_interval,
+            client, self._handover.put, self._checks, metadata_interval=metadata_interval,
             name=f"kafka-fetch-{name}",
         )  # fmt: skip
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -243,15 +248,17 @@ class KafkaCacheServer:
 
     # -- events from the fetch thread ----------------------------------------------------------
 
-    def _from_thread(self, events: list[Event]) -> None:
+    def _schedule_from_thread(self, callback: Callable[[], None]) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed as the thread finished
-                loop.call_soon_threadsafe(self._on_events, events)
+                loop.call_soon_threadsafe(callback)
 
-    def _on_events(self, events: list[Event]) -> None:
+    def _on_events(self, events: list[Event], joined: int) -> None:
         if self._closed:
             return
+        if joined:
+            self.metrics.inc("ssegate.kafka.fetch.batches_joined", self.name, joined)
         for event in events:
             if isinstance(event, Fetched):
                 feed = self._feeds.get(event.topic)

@@ -12,7 +12,7 @@ Each pass of the thread applies the loop's commands, refreshes metadata when due
 partitions, the cluster's topic names, broker availability), then calls ``consume`` on each
 consumer and groups the records by partition into :class:`~.fetch_events.Fetched` values
 (running the topic's :data:`~.message_check.MessageCheck` here, off the loop). Everything one
-pass produced goes to the loop in one ``call_soon_threadsafe`` call.
+pass produced is handed over in one ``deliver`` call (:class:`~.handover.Handover`).
 
 The broker going away is seen through librdkafka's ``error_cb`` (all brokers down) or a failing
 metadata request; it is back when a metadata request answers again. librdkafka reconnects by

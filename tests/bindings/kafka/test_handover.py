@@ -1,0 +1,135 @@
+"""The hand-over from the fetch thread: batches that wait for a busy loop go out joined."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ssegate.bindings.kafka.fetch_events import BrokerStatus, Event, Fetched, TopicsListed
+from ssegate.bindings.kafka.handover import Handover, coalesce
+from ssegate.kafka.topics import KafkaMessage
+
+
+def batch(
+    partition: int, offsets: range, *, invalid: list[tuple[int, str]] | None = None,
+    catch_up: bool = False, ticket: int = 0, topic: str = "t",
+) -> Fetched:  # fmt: skip
+    messages = [KafkaMessage(topic, partition, o, None, b"v%d" % o) for o in offsets]
+    return Fetched(topic, partition, messages, offsets.stop, invalid or [], catch_up, ticket)
+
+
+def offsets(event: Event) -> list[int]:
+    assert isinstance(event, Fetched)
+    return [m.offset for m in event.messages]
+
+
+def test_consecutive_batches_of_a_partition_join_into_one_in_offset_order() -> None:
+    events, joined = coalesce(
+        [batch(0, range(0, 3)), batch(0, range(3, 5), invalid=[(5, "bad")]), batch(0, range(6, 8))]
+    )
+    assert joined == 2
+    [only] = events
+    assert isinstance(only, Fetched)
+    assert offsets(only) == [0, 1, 2, 3, 4, 6, 7]
+    assert only.next_offset == 8
+    assert only.invalid == [(5, "bad")]
+
+
+def test_each_partition_joins_with_its_own_batches_only() -> None:
+    events, joined = coalesce(
+        [batch(0, range(0, 2)), batch(1, range(0, 2)), batch(0, range(2, 4)), batch(1, range(2, 3))]
+    )
+    assert joined == 2
+    assert [(e.partition, offsets(e)) for e in events if isinstance(e, Fetched)] == [
+        (0, [0, 1, 2, 3]),
+        (1, [0, 1, 2]),
+    ]
+
+
+def test_a_batch_never_joins_across_another_kind_of_event() -> None:
+    down = BrokerStatus(False, "all brokers down")
+    events, joined = coalesce([batch(0, range(0, 2)), down, batch(0, range(2, 4))])
+    assert joined == 0
+    assert events[1] is down
+    assert [offsets(events[0]), offsets(events[2])] == [[0, 1], [2, 3]]
+
+
+def test_the_periodic_topic_listing_does_not_separate_batches() -> None:
+    listing = TopicsListed(frozenset({"t", "other"}))
+    events, joined = coalesce([batch(0, range(0, 2)), listing, batch(0, range(2, 4))])
+    assert joined == 1
+    assert [offsets(events[0]), events[1]] == [[0, 1, 2, 3], listing]
+
+
+def test_catch_up_batches_join_neither_the_shared_fetch_nor_another_reading() -> None:
+    events, joined = coalesce(
+        [
+            batch(0, range(10, 12)),
+            batch(0, range(0, 2), catch_up=True, ticket=1),
+            batch(0, range(0, 2), catch_up=True, ticket=2),
+            batch(0, range(2, 4), catch_up=True, ticket=2),
+        ]
+    )
+    assert joined == 1
+    assert [(e.catch_up, e.ticket, offsets(e)) for e in events if isinstance(e, Fetched)] == [
+        (False, 0, [10, 11]),
+        (True, 1, [0, 1]),
+        (True, 2, [0, 1, 2, 3]),
+    ]
+
+
+class ManualLoop:
+    """Runs what the hand-over schedules only when told to, like a busy event loop."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[Callable[[], None]] = []
+        self.lock = threading.Lock()
+
+    def schedule(self, callback: Callable[[], None]) -> None:
+        with self.lock:
+            self.scheduled.append(callback)
+
+    def run_pending(self) -> None:
+        with self.lock:
+            ready, self.scheduled = self.scheduled, []
+        for callback in ready:
+            callback()
+
+
+def test_puts_while_a_drain_is_pending_schedule_one_drain_that_gets_them_all() -> None:
+    loop = ManualLoop()
+    received: list[tuple[list[Event], int]] = []
+    handover = Handover(loop.schedule, lambda events, joined: received.append((events, joined)))
+    for start in range(0, 10, 2):
+        handover.put([batch(0, range(start, start + 2))])
+    assert len(loop.scheduled) == 1
+    loop.run_pending()
+    [(events, joined)] = received
+    assert joined == 4
+    assert [offsets(e) for e in events] == [list(range(10))]
+
+    handover.put([batch(0, range(10, 11))])  # the loop is idle again: a drain right away
+    assert len(loop.scheduled) == 1
+    loop.run_pending()
+    assert [offsets(e) for e in received[1][0]] == [[10]]
+
+
+def test_a_thread_putting_while_the_loop_drains_loses_and_repeats_nothing() -> None:
+    loop = ManualLoop()
+    seen: list[int] = []
+    handover = Handover(loop.schedule, lambda events, _: seen.extend(
+        o for e in events for o in offsets(e)))  # fmt: skip
+    done = threading.Event()
+
+    def fetch_thread() -> None:
+        for start in range(0, 20_000, 10):
+            handover.put([batch(0, range(start, start + 10))])
+        done.set()
+
+    thread = threading.Thread(target=fetch_thread)
+    thread.start()
+    while not done.is_set():
+        loop.run_pending()
+    thread.join()
+    loop.run_pending()
+    assert seen == list(range(20_000))
