@@ -17,6 +17,8 @@ Labels = tuple[tuple[str, str], ...]
 # Histogram buckets in seconds (durations) or bytes (sizes): a handful, log-spaced.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 SIZE_BUCKETS = (64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0)
+# Seconds a live event has waited: finer around the 50 ms a live stream aims for.
+LAG_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0, 30.0, 300.0)
 
 
 @dataclass(slots=True)

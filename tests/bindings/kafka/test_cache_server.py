@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from tests.bindings.kafka.support import RecordingListener, create_topic, produce, until
 
@@ -19,7 +19,7 @@ from ssegate.catalogs import CatalogSet
 from ssegate.kafka.broker import BrokerInfo
 from ssegate.kafka.topics import DefaultOffset, UnknownTopic
 from ssegate.models.topics import build_topic_checks
-from ssegate.telemetry.metrics import Metrics
+from ssegate.telemetry.metrics import LAG_BUCKETS, Histogram, Metrics
 
 pytestmark = pytest.mark.integration
 
@@ -268,3 +268,36 @@ def test_batches_fetched_while_the_loop_is_busy_reach_a_subscriber_in_one_call(
     server = run_with_server(bootstrap, body)
     assert listener.values() == [b"v%d" % n for n in range(21)]
     assert server.metrics.counter("ssegate.kafka.fetch.batches_joined", "cache") > 0
+
+
+def test_the_fanout_lag_of_a_live_batch_is_the_age_of_its_oldest_record(
+    kafka_broker: BrokerInfo,
+) -> None:
+    bootstrap = kafka_broker.bootstrap
+    topic = create_topic(bootstrap)
+    listener = RecordingListener()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+
+    def produce_stamped(value: bytes, age_s: float) -> None:
+        producer.produce(topic, value, timestamp=int((time.time() - age_s) * 1000))
+        assert producer.flush(15) == 0
+
+    async def body(server: KafkaCacheServer) -> None:
+        server.subscribe(topic, {}, listener)
+        await until(lambda: bool(listener.partitions))
+        produce_stamped(b"a minute old", 60.0)
+        await until(lambda: listener.count() == 1)
+        produce_stamped(b"new", 0.0)
+        await until(lambda: listener.count() == 2)
+
+    server = run_with_server(bootstrap, body, defaults={topic: "live"})
+    [lag] = [
+        value
+        for kind, name, labels, value in server.metrics.items()
+        if name == "ssegate.kafka.fanout.lag" and ("topic", topic) in labels
+    ]
+    assert isinstance(lag, Histogram) and lag.buckets == LAG_BUCKETS
+    assert lag.count == 2
+    minute = LAG_BUCKETS.index(300.0)  # the bucket (30 s, 300 s]
+    assert lag.counts[minute] == 1
+    assert sum(lag.counts[: LAG_BUCKETS.index(5.0) + 1]) == 1  # the new one: under 5 s

@@ -33,7 +33,9 @@ Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.
 ``ssegate.kafka.invalid_messages``, ``ssegate.kafka.fetch.assignments``,
 ``ssegate.kafka.resets``; ``ssegate.kafka.broker.available`` (1 or 0);
 ``ssegate.kafka.fetch.batches_joined`` (batches that waited for a busy loop and went out with
-an earlier one).
+an earlier one); the histogram ``ssegate.kafka.fanout.lag``: seconds from a live batch's oldest
+record timestamp (the producer's clock, or the broker's with ``LogAppendTime``) until the batch
+has been handed to every live subscriber.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ from ssegate.engine.context import BuildContext
 from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription, UnknownTopic
 from ssegate.models.topics import build_topic_checks
 from ssegate.telemetry import log
-from ssegate.telemetry.metrics import Metrics
+from ssegate.telemetry.metrics import LAG_BUCKETS, Metrics
 
 NEGATIVE_LOOKUP_SECONDS = 1.0
 FANOUT_WRITES_PER_SECOND = 50_000
@@ -248,6 +250,14 @@ class KafkaCacheServer:
 
     # -- events from the fetch thread ----------------------------------------------------------
 
+    def _observe_lag(self, batch: Fetched) -> None:
+        stamp_ms = batch.messages[0].timestamp_ms
+        if stamp_ms > 0:  # librdkafka gives -1 where the record has no timestamp
+            lag = max(0.0, time.time() - stamp_ms / 1000)
+            self.metrics.observe(
+                "ssegate.kafka.fanout.lag", lag, self.name, buckets=LAG_BUCKETS, topic=batch.topic
+            )
+
     def _schedule_from_thread(self, callback: Callable[[], None]) -> None:
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -264,6 +274,8 @@ class KafkaCacheServer:
                 feed = self._feeds.get(event.topic)
                 if feed is not None:
                     feed.on_fetched(event)
+                    if not event.catch_up and event.messages:
+                        self._observe_lag(event)
             elif isinstance(event, TopicStarted):
                 self._on_started(event)
             elif isinstance(event, PartitionsAdded):
