@@ -31,34 +31,38 @@ def coalesce(events: Sequence[Event]) -> tuple[list[Event], int]:
     its place between what came before and after it. The periodic topic listing does not
     separate batches. Returns the events and how many batches were joined into an earlier one.
     """
-    joined: list[Event] = []
-    open_batches: dict[_BatchKey, int] = {}
-    merged = 0
+    slots: list[Event | list[Fetched]] = []  # an event, or the batches joining at its place
+    open_batches: dict[_BatchKey, list[Fetched]] = {}
     for event in events:
         if not isinstance(event, Fetched):
             if not isinstance(event, _BESIDE_THE_DATA):
                 open_batches.clear()
-            joined.append(event)
+            slots.append(event)
             continue
         key = (event.topic, event.partition, event.catch_up, event.ticket)
-        index = open_batches.get(key)
-        if index is None:
-            open_batches[key] = len(joined)
-            joined.append(event)
-            continue
-        earlier = joined[index]
-        assert isinstance(earlier, Fetched)
-        joined[index] = Fetched(
-            earlier.topic,
-            earlier.partition,
-            earlier.messages + event.messages,
-            event.next_offset,
-            earlier.invalid + event.invalid,
-            earlier.catch_up,
-            earlier.ticket,
-        )
-        merged += 1
-    return joined, merged
+        group = open_batches.get(key)
+        if group is None:
+            group = open_batches[key] = []
+            slots.append(group)
+        group.append(event)
+    joined = [slot if not isinstance(slot, list) else _join(slot) for slot in slots]
+    return joined, len(events) - len(joined)
+
+
+def _join(batches: list[Fetched]) -> Fetched:
+    """One batch holding ``batches`` (consecutive, of one partition and reader), built once."""
+    if len(batches) == 1:
+        return batches[0]
+    first, last = batches[0], batches[-1]
+    return Fetched(
+        first.topic,
+        first.partition,
+        [message for batch in batches for message in batch.messages],
+        last.next_offset,
+        [entry for batch in batches for entry in batch.invalid],
+        first.catch_up,
+        first.ticket,
+    )
 
 
 class Handover:
