@@ -66,6 +66,13 @@ def test_a_million_per_second_is_judged_only_where_a_million_was_offered() -> No
     assert verdict["status"] == "not measured"
 
 
+def test_the_million_p99_is_judged_on_the_upper_bound_and_names_the_sampled_estimate() -> None:
+    case = _kafka_case(1000, 1100, 1.09e6, 90.0) | {"latency_ms_sampled": {"p99": 45.0}}
+    verdict = _verdicts({"kafka-throughput": {"cases": [case]}})["p99 ≤ 50 ms at that load"]
+    assert (verdict["status"], verdict["measured"]) == ("missed", "90.0 ms")
+    assert "sampled estimate 45.0 ms" in verdict["note"]
+
+
 def test_kafkasse_measured_below_1000_clients_shows_its_ratio_but_is_not_judged() -> None:
     result = {"kafkasse": {"ratio_ssegate_over_kafkasse": [
         {"clients": 1, "delivered_events_per_s": 1.3},

@@ -215,7 +215,8 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 300,
             ),
             "pipeline": ("--records 1000000 --runs 3", 900),
-            "fanout": ("", 900),
+            # one gateway process per core, as the Mercure targets are stated
+            "fanout": ("--workers 2", 900),
         }
     ),
 }
