@@ -1,7 +1,8 @@
-"""The registry catalogs against a real Apicurio Registry (built from Maven Central, in-memory
-storage): its own API for ``apicurio`` and its Confluent-compatible API for ``schema-registry``.
-Schemas are registered over HTTP, resolved by subject/version and by id, used by a model to
-validate Confluent-framed Avro, and keep working after the registry is killed."""
+"""The registry catalogs against a real Apicurio Registry (built from Maven Central by ``./run``'s
+setup step ``registry``; in-memory storage): its own API for ``apicurio`` and its
+Confluent-compatible API for ``schema-registry``. Schemas are registered over HTTP, resolved by
+subject/version and by id, used by a model to validate Confluent-framed Avro, and keep working
+after the registry is killed."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import fastavro
 import pytest
 
 from ssegate.catalogs import CatalogSet, CatalogUnavailable, SchemaRef, UnknownSchema
-from ssegate.catalogs.apicurio_server import ApicurioServer, ensure_registry_jar
+from ssegate.catalogs.apicurio_server import ApicurioServer
 from ssegate.catalogs.registry import ApicurioCatalog, ConfluentCatalog
 from ssegate.engine.runtime import free_port
 from ssegate.models import build_model
 from ssegate.models.schemas import frame
+from ssegate.testing.tools import prepared
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +52,7 @@ def avro(schema: dict[str, object], record: dict[str, object]) -> bytes:
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApicurioServer]:
     server = ApicurioServer(
-        ensure_registry_jar(), free_port(), tmp_path_factory.mktemp("registry") / "registry.log"
+        prepared("registry"), free_port(), tmp_path_factory.mktemp("registry") / "registry.log"
     )
     server.start()
     yield server

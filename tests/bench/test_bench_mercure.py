@@ -1,9 +1,8 @@
 """The fanout scenario at a tiny size, ssegate and a Mercure hub built with the machine's Go.
 
-Building Mercure is part of the test: every machine of this project has Go, so a failed build
-fails the test instead of skipping it. The first build takes minutes (the binary is then kept
-in ``.cache/mercure``); after it the scenario test takes well under a minute. The figures come
-from full runs (``docs/performance.md``).
+``./run``'s setup step ``mercure`` builds the hub (minutes, once); the scenario test fails naming
+that step when the binary is missing, never builds it, and takes well under a minute. The
+figures come from full runs (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -17,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from ssegate.bench.latency import ReceiveCounters, StampTally
-from ssegate.bench.mercure import BUILD_TIMEOUT, ensure_mercure, publisher_token
+from ssegate.bench.mercure import ensure_mercure, publisher_token
 from ssegate.cli import main
+from ssegate.testing.tools import prepared
 
 
 def test_stamp_tally_reads_mercure_events_with_a_space_after_each_colon() -> None:
@@ -52,10 +52,11 @@ def test_mercure_build_without_go_reports_why(
     assert build.as_json()["build"] == "go is not on PATH"
 
 
-@pytest.mark.timeout(BUILD_TIMEOUT + 180)
+@pytest.mark.timeout(180)
 def test_fanout_delivers_every_event_on_ssegate_and_mercure_and_reports_ratios(
     tmp_path: Path,
 ) -> None:
+    prepared("mercure")
     out, plot = tmp_path / "fanout.json", tmp_path / "fanout.png"
     arguments = [
         *("bench", "fanout", "--clients", "3", "--rate", "50", "--duration", "1"),

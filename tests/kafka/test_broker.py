@@ -13,6 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from ssegate.cache import OFFLINE
 from ssegate.kafka.broker import (
     BrokerError,
     BrokerInfo,
@@ -167,6 +168,7 @@ def test_jar_resolution_without_maven_names_the_missing_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv(OFFLINE)  # nothing can be fetched without mvn anyway
 
     with pytest.raises(BrokerError, match="mvn is not on PATH"):
         ensure_broker_jars(tmp_path)

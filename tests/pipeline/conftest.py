@@ -9,10 +9,12 @@ from pyspark.sql import SparkSession
 
 from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.pipeline.session import spark_session
+from ssegate.testing.tools import prepared
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    prepared("spark-connector")
     session = spark_session("local[2]", "ssegate-pipeline-tests")
     yield session
     session.stop()

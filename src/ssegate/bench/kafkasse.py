@@ -2,9 +2,10 @@
 
 KafkaSSE (npm ``kafka-sse``) serves ``GET /<topics>`` as an event stream with one
 node-rdkafka consumer per client, started at the latest offset. :func:`ensure_kafkasse` installs
-it with ``npm install`` into ``.cache/kafkasse`` under the working directory (never part of the
-tree: ``.cache/`` is ignored); node-rdkafka compiles librdkafka there, which takes minutes the
-first time, so the install is bounded and its failure is returned as a reason, not raised.
+it with ``npm install`` into ``<cache root>/kafkasse`` (:func:`ssegate.cache.cache_root`; ``./run``
+does it in its setup step ``kafkasse``); node-rdkafka compiles librdkafka there, which takes
+minutes the first time, so the install is bounded and its failure is returned as a reason, not
+raised. Offline (as in the tests) a missing install is a reason, never an install.
 :class:`KafkaSseServer` writes a small Node server at run time and runs it on a free loopback
 port; its CPU and memory are read from ``/proc`` like the gateway's.
 """
@@ -19,8 +20,10 @@ from collections import deque
 from pathlib import Path
 
 from ssegate.bench.gateway import ProcessSample, sample
+from ssegate.cache import cache_root, offline_refusal
 from ssegate.engine.runtime import free_port
 
+SETUP_STEP = "kafkasse"
 INSTALL_TIMEOUT = 600.0
 
 _SERVER_JS = """\
@@ -46,7 +49,7 @@ server.listen(port, '127.0.0.1', () => console.log(`kafkasse listening ${port}`)
 
 
 def cache_dir() -> Path:
-    return Path.cwd() / ".cache" / "kafkasse"
+    return cache_root() / "kafkasse"
 
 
 def ensure_kafkasse(directory: Path | None = None, timeout: float = INSTALL_TIMEOUT) -> str:
@@ -59,6 +62,9 @@ def ensure_kafkasse(directory: Path | None = None, timeout: float = INSTALL_TIME
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         return "node or npm is not on PATH"
+    missing = offline_refusal(SETUP_STEP, "KafkaSSE (npm kafka-sse)", directory)
+    if missing is not None:
+        return str(missing)
     directory.mkdir(parents=True, exist_ok=True)
     package = directory / "package.json"
     if not package.exists():

@@ -2,7 +2,8 @@
 
 Mercure (``github.com/dunglas/mercure``) is an SSE hub in Go; its hub binary is a Caddy build
 with the Mercure module. :func:`ensure_mercure` builds that binary with the machine's Go into
-``.cache/mercure`` under the working directory (never part of the tree: ``.cache/`` is ignored).
+``<cache root>/mercure`` (:func:`ssegate.cache.cache_root`; ``./run`` does it in its setup step
+``mercure``, and offline, as in the tests, a missing binary is a reason, never a build).
 ``go install <package>@<version>`` cannot build it: ``caddy/go.mod`` holds a ``replace``
 directive, which ``go install`` refuses. So the build writes a two-line main module that
 requires the hub's module and builds its ``caddy/mercure`` command package from there. One
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ssegate.bench.gateway import ProcessSample, sample
+from ssegate.cache import cache_root, offline_refusal
 from ssegate.engine.runtime import free_port
 from ssegate.guards.jwt import b64url_encode
 
@@ -45,6 +47,7 @@ MERCURE_MODULE = "github.com/dunglas/mercure/caddy"
 MERCURE_VERSION = "v0.24.2"
 """The newest tagged release when this was written (2026-06-01)."""
 HUB_PACKAGE = f"{MERCURE_MODULE}/mercure"
+SETUP_STEP = "mercure"
 PINNED_REQUIREMENTS = {
     "golang.org/x/crypto/x509roots/fallback": "v0.0.0-20260602072539-e2ffffe738fb"
 }
@@ -69,7 +72,7 @@ HUB_DEFAULTS: dict[str, str] = {
 
 
 def cache_dir() -> Path:
-    return Path.cwd() / ".cache" / "mercure"
+    return cache_root() / "mercure"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,9 @@ def ensure_mercure(
         return MercureBuild(binary, "", version, go_version, caddy, 0.0, True)
     if go is None:
         return MercureBuild(None, "go is not on PATH", version, "", "", 0.0, False)
+    missing = offline_refusal(SETUP_STEP, f"the Mercure hub {version}", binary)
+    if missing is not None:
+        return MercureBuild(None, str(missing), version, go_version, "", 0.0, False)
     build = directory / f"build-{version}"
     build.mkdir(parents=True, exist_ok=True)
     (build / "go.mod").write_text(_go_mod(version))

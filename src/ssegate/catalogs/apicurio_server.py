@@ -4,6 +4,8 @@ Central holds Apicurio's application module but no runnable jar, so :func:`ensur
 builds one: it fetches the app module, puts its ``application.properties`` (in-memory H2
 storage by default) into a small project next to the shipped pom, and runs the Quarkus build
 step. The result lives in ``<cache root>/apicurio-<version>``; a marker makes later calls free.
+``./run`` builds it in its setup step ``registry``; offline (``$SSEGATE_OFFLINE``, as in the
+tests) a missing build is a :class:`~ssegate.cache.NotPrepared` error, never a build.
 :class:`ApicurioServer` runs it (``java -jar``) and waits until it answers. It serves its own
 API at ``/apis/registry/v2`` and the Confluent one at ``/apis/ccompat/v7``.
 """
@@ -18,8 +20,9 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
-from ssegate.kafka.jars import cache_root
+from ssegate.cache import cache_root, refuse_when_offline
 
+SETUP_STEP = "registry"
 REGISTRY_VERSION = "2.4.2.Final"
 QUARKUS_VERSION = "2.16.4.Final"
 _MARKER = ".built"
@@ -35,6 +38,7 @@ def ensure_registry_jar(cache_dir: Path | None = None) -> Path:
     jar = home / "target" / "apicurio-runner-1-runner.jar"
     if (home / _MARKER).is_file():
         return jar
+    refuse_when_offline(SETUP_STEP, f"the Apicurio registry {REGISTRY_VERSION} jar", home)
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -35,10 +35,10 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from ssegate.cache import cache_root
 from ssegate.kafka.jars import (
     KAFKA_VERSION,
     BrokerError,
-    cache_root,
     ensure_broker_jars,
     tail_lines,
 )

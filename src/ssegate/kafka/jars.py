@@ -3,15 +3,15 @@
 ``ensure_broker_jars`` runs ``mvn dependency:copy-dependencies`` on the small pom shipped next to
 this module (Kafka's broker plus a log4j2 backend) and keeps the result in
 ``<cache root>/kafka-<version>/lib``; a marker file written after a complete copy makes every
-later call return at once. The cache root is ``$SSEGATE_CACHE`` or ``~/.cache/ssegate``.
-:func:`ensure_maven_jars` is that path for any pom (the pipeline resolves Spark's Kafka
-connector with it).
+later call return at once. The cache root is :func:`ssegate.cache.cache_root`; ``./run`` fills
+it (setup step ``kafka``), and offline (``$SSEGATE_OFFLINE``, as in the tests) nothing is
+resolved: missing jars are a :class:`~ssegate.cache.NotPrepared` error. :func:`ensure_maven_jars`
+is that path for any pom (the pipeline resolves Spark's Kafka connector with it).
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import subprocess
 import time
@@ -19,8 +19,10 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from ssegate.cache import cache_root, refuse_when_offline
 from ssegate.telemetry.log import event
 
+SETUP_STEP = "kafka"
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
 _MARKER = ".resolved"
@@ -30,12 +32,6 @@ _OUTPUT_TAIL_LINES = 20
 
 class BrokerError(RuntimeError):
     """The broker's jars could not be resolved, or the broker could not start or answer."""
-
-
-def cache_root() -> Path:
-    """``$SSEGATE_CACHE``, or ``~/.cache/ssegate``."""
-    configured = os.environ.get("SSEGATE_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "ssegate"
 
 
 def ensure_broker_jars(cache_dir: Path | None = None) -> Path:
@@ -50,20 +46,31 @@ def ensure_broker_jars(cache_dir: Path | None = None) -> Path:
         [f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={LOG4J_VERSION}"],
         expected="kafka_2.13-*.jar",
         marker=f"kafka {KAFKA_VERSION}\nlog4j {LOG4J_VERSION}\n",
+        step=SETUP_STEP,
+        what=f"the jars of the Kafka {KAFKA_VERSION} broker",
     )
 
 
 def ensure_maven_jars(
-    home: Path, pom: bytes, arguments: Sequence[str], *, expected: str, marker: str
+    home: Path,
+    pom: bytes,
+    arguments: Sequence[str],
+    *,
+    expected: str,
+    marker: str,
+    step: str,
+    what: str,
 ) -> Path:
     """Return ``home/lib``, filled once by ``mvn dependency:copy-dependencies`` on ``pom``.
 
     ``arguments`` are extra Maven arguments (``-Dname=value``); ``expected`` is a glob one of the
     copied jars must match for the copy to count; ``marker`` is written to the marker file.
+    ``step`` (the ``./run`` setup step) and ``what`` name the jars when they are missing offline.
     """
     lib = home / "lib"
     if (lib / _MARKER).is_file():
         return lib
+    refuse_when_offline(step, what, lib)
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be resolving the same version

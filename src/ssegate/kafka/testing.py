@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ssegate.kafka.broker import BrokerInfo, start_broker, stop_broker
+from ssegate.testing.tools import prepared
 
 
 def free_port() -> int:
@@ -35,6 +36,7 @@ TEST_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 @contextmanager
 def running_broker(data_dir: Path, *, timeout: float = 90) -> Iterator[BrokerInfo]:
     """Start a broker on free ports with state in ``data_dir``; stop it when the block ends."""
+    prepared("kafka")
     info = start_broker(
         free_port(),
         data_dir,

@@ -2,8 +2,9 @@
 
 Spark's Kafka connector (``spark-sql-kafka-0-10``) is not part of pyspark: :func:`connector_jars`
 resolves it from Maven Central once, for the exact version of the installed pyspark, into
-``<cache root>/spark-kafka-<version>/lib`` (the same Maven path the local broker's jars take), and
-:func:`spark_session` hands those jars to Spark with ``spark.jars`` before the JVM starts.
+``<cache root>/spark-kafka-<version>/lib`` (the same Maven path the local broker's jars take;
+``./run`` does it in its setup step ``spark-connector``), and :func:`spark_session` hands those
+jars to Spark with ``spark.jars`` before the JVM starts.
 
 Python workers run the interpreter running this code, so they import the same ``ssegate``.
 """
@@ -18,12 +19,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ssegate.kafka.jars import cache_root, ensure_maven_jars
+from ssegate.cache import cache_root
+from ssegate.kafka.jars import ensure_maven_jars
 from ssegate.telemetry.log import event
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+SETUP_STEP = "spark-connector"
 CONNECTOR_ARTIFACTS = (
     "spark-sql-kafka-0-10_2.13",
     "spark-token-provider-kafka-0-10_2.13",
@@ -59,6 +62,8 @@ def connector_jars(cache_dir: Path | None = None) -> list[Path]:
         [f"-Dspark.version={version}", f"-DincludeArtifactIds={','.join(CONNECTOR_ARTIFACTS)}"],
         expected="spark-sql-kafka-0-10_2.13-*.jar",
         marker=f"spark {version}\n",
+        step=SETUP_STEP,
+        what=f"Spark {version}'s Kafka connector jars",
     )
     return sorted(lib.glob("*.jar"))
 

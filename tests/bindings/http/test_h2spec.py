@@ -1,16 +1,13 @@
 """h2spec, the HTTP/2 conformance suite, against the listener's protocol: TLS with ALPN, and h2c.
 
-h2spec is installed into ``<repo>/.cache/bin`` with ``go install`` when it is missing; without
-Go and without a copy the test is skipped. Every case must pass: ``KNOWN_FAILURES`` lists the
-ones that cannot, each with its reason (none over TLS, one for h2c).
+h2spec is built by ``./run``'s setup step ``h2spec``; without it the test fails naming that step.
+Every case must pass: ``KNOWN_FAILURES`` lists the ones that cannot, each with its reason (none
+over TLS, one for h2c).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -18,12 +15,9 @@ import pytest
 
 from ssegate.bindings.http.connection import HttpConnectionProtocol
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.testing.tools import prepared
 from support.http_certs import make_self_signed, server_context
 from support.http_servers import run, serve
-
-REPO = Path(__file__).resolve().parents[3]
-H2SPEC = REPO / ".cache" / "bin" / "h2spec"
-GO = shutil.which("go") or "/usr/local/go/bin/go"
 
 KNOWN_FAILURES: dict[str, str] = {}
 """``"<package> <case>"`` → why it cannot pass, over TLS. Keep empty."""
@@ -39,21 +33,6 @@ KNOWN_H2C_FAILURES: dict[str, str] = {
 
 # Some cases need a response body of at least a few bytes (6.9.2/2 skips below 5).
 BODY = b"h2spec " * 128
-
-
-def _h2spec() -> Path:
-    if H2SPEC.exists():
-        return H2SPEC
-    if not os.path.exists(GO):
-        pytest.skip("h2spec is not installed and Go is not available to install it")
-    subprocess.run(
-        [GO, "install", "github.com/summerwind/h2spec/cmd/h2spec@latest"],
-        env={**os.environ, "GOBIN": str(H2SPEC.parent)},
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return H2SPEC
 
 
 def _answer(request: Request, body: bytes, stream: ResponseStream) -> None:
@@ -76,7 +55,7 @@ def _outcomes(report: Path) -> tuple[int, list[str], list[str]]:
 
 @pytest.mark.parametrize("tls", [True, False], ids=["h2-over-tls", "h2c-prior-knowledge"])
 def test_h2spec_passes_every_case(tmp_path: Path, tls: bool) -> None:
-    h2spec = _h2spec()
+    h2spec = prepared("h2spec")
     context = server_context(make_self_signed(tmp_path), ["h2", "http/1.1"]) if tls else None
     report = tmp_path / "report.xml"
     tls_flags = ["-t", "-k"] if tls else []
