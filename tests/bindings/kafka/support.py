@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from ssegate.kafka.topics import KafkaMessage
+from ssegate.kafka.topics import Interest, KafkaMessage, LivePositions
 
 
 class RecordingListener:
@@ -24,7 +24,11 @@ class RecordingListener:
         self.skipped: list[tuple[int, int]] = []
         self.resets: list[tuple[int, int, int]] = []
         self.statuses: list[tuple[bool, str]] = []
+        self.live: list[tuple[int, int]] = []
+        """``(partition, live position)`` when the cache went live on a partition."""
+        self.positions: LivePositions | None = None
         self.calls = 0
+        self.interest: Interest | None = None
 
     def on_partitions(self, partitions: Sequence[int]) -> None:
         self.partitions.append(list(partitions))
@@ -32,6 +36,16 @@ class RecordingListener:
     def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
         self.calls += 1
         self.messages[messages[0].partition].extend(messages)
+
+    def on_live(self, partition: int, positions: LivePositions) -> None:
+        self.live.append((partition, positions.offsets[partition]))
+        self.positions = positions
+
+    def live_position(self, partition: int) -> int | None:
+        """How far the listener has been served on a live ``partition`` (``None``: not live)."""
+        if self.positions is None or all(p != partition for p, _ in self.live):
+            return None
+        return self.positions.offsets[partition]
 
     def on_skipped(self, partition: int, next_offset: int) -> None:
         self.skipped.append((partition, next_offset))

@@ -73,9 +73,14 @@ class Subscribed:
         self.last_event_id = last_event_id
         self.sink = sink
         self.cancelled = False
+        self.resume_ids: list[str] = []
+        """Ids to hand out, one per keep-alive, when asked."""
 
     def cancel(self) -> None:
         self.cancelled = True
+
+    def resume_id(self) -> str | None:
+        return self.resume_ids.pop(0) if self.resume_ids else None
 
 
 class RecordingSource:
@@ -297,6 +302,20 @@ def test_invalid_event_is_dropped_but_its_id_still_moves_the_cursor() -> None:
 
 def test_client_going_away_cancels_the_subscription() -> None:
     source = RecordingSource()
+def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
+    clock = [100.0]
+    sweep = KeepaliveSweep(clock=lambda: clock[0])
+    source = RecordingSource()
+    server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
+    stream = open_stream(server)
+    source.last.sink.open()
+    source.last.resume_ids.append("AQIAFA==")
+    sweep.sweep(115.0)
+    assert stream.body == b"id:AQIAFA==\n\n"  # moves the client's last event id, fires nothing
+    sweep.sweep(130.0)
+    assert stream.body == b"id:AQIAFA==\n\n:\n\n"
+
+
     stream = open_stream(server_with(source))
     source.last.sink.event("x")
     stream.peer_goes_away()

@@ -81,7 +81,7 @@ class TopicLog:
         start: Mapping[int, int],
         listener: TopicListener,
         *,
-        default: DefaultOffset = "historical",
+        default: DefaultOffset | None = None,
     ) -> _Subscription:
         if topic not in self.partitions:
             raise UnknownTopic(topic)
@@ -92,7 +92,7 @@ class TopicLog:
         for p in range(self.partitions[topic]):
             first = self.log_start.get((topic, p), 0)
             held = self.messages[(topic, p)]
-            wanted = start.get(p, first if default == "historical" else first + len(held))
+            wanted = start.get(p, first + len(held) if default == "live" else first)
             if wanted < first:
                 listener.on_reset(p, wanted, first)
                 wanted = first

@@ -35,7 +35,7 @@ class KafkaCacheClient:
         start: Mapping[int, int],
         listener: TopicListener,
         *,
-        default: DefaultOffset = "historical",
+        default: DefaultOffset | None = None,
     ) -> TopicSubscription:
         """See :meth:`ssegate.kafka.topics.TopicSource.subscribe`; raises ``UnknownTopic``."""
         return self.server.subscribe(topic, start, listener, default=default)

@@ -10,10 +10,12 @@ Design:
   consumer group commits. Partitions added later are found by a metadata refresh every few
   seconds and fetched from their start.
 - **Hand-over.** Each pass of the thread (one ``consume`` call per consumer) adds its
-  per-partition batches to one inbox (:mod:`~.handover`); the loop drains it whole, joining the
-  batches of each partition that arrived while it was busy. On the loop a batch is appended to
-  the partition's cache and handed, as one list, to every live subscriber (:mod:`~.topic_feed`):
-  one ``on_messages`` call per subscriber per batch, however many passes gathered it.
+  per-partition batches to one inbox (:mod:`~.handover`); the loop drains it in slices of
+  bounded time, joining the batches of each partition that arrived while it was busy, and the
+  thread waits while the inbox is over its bound (``ssegate.kafka.fetch.stalls`` and the log
+  line ``kafka.fanout_behind``). On the loop a batch is appended to the partition's cache and
+  handed to the live subscribers (:mod:`~.topic_feed`): the same list to each one without
+  filters, and to each filtered one only the messages its interest may want, or nothing.
 - **Cache.** Per partition, bounded by ``cache.max-bytes`` (per topic, split evenly over its
   partitions) and ``cache.max-age``; compacted topics (``cleanup.policy`` read with the admin
   API) keep the latest value per key (:mod:`~.partition_cache`).
@@ -31,7 +33,8 @@ Design:
 Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.cache.bytes``,
 ``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
 ``ssegate.kafka.invalid_messages``, ``ssegate.kafka.fetch.assignments``,
-``ssegate.kafka.resets``; ``ssegate.kafka.broker.available`` (1 or 0);
+``ssegate.kafka.resets``, ``ssegate.kafka.fetch.stalls``; ``ssegate.kafka.broker.available``
+(1 or 0);
 ``ssegate.kafka.fetch.batches_joined`` (batches that waited for a busy loop and went out with
 an earlier one); the histogram ``ssegate.kafka.fanout.lag``: seconds from a live batch's oldest
 record timestamp (the producer's clock, or the broker's with ``LogAppendTime``) until the batch
@@ -126,7 +129,9 @@ class KafkaCacheServer:
         self.metrics = metrics or Metrics()
         self._checks: dict[str, MessageCheck] = dict(checks or {})
         self._subscribers = 0
-        self._handover = Handover(self._schedule_from_thread, self._on_events)
+        self._handover = Handover(
+            self._schedule_from_thread, self._on_events, on_stall=self._on_stall
+        )
         self._fetcher = FetchThread(
             client, self._handover.put, self._checks, metadata_interval=metadata_interval,
             name=f"kafka-fetch-{name}",
@@ -165,7 +170,7 @@ class KafkaCacheServer:
         start: Mapping[int, int],
         listener: TopicListener,
         *,
-        default: DefaultOffset = "historical",
+        default: DefaultOffset | None = None,
     ) -> TopicSubscription:
         self.start()
         feed = self._feeds.get(topic)
@@ -173,6 +178,8 @@ class KafkaCacheServer:
             if not self._exists(topic):
                 raise UnknownTopic(topic)
             feed = self._feed(topic)
+        if default is None:
+            default = self.default_offsets.get(topic, "historical")
         subscription = feed.subscribe(listener, start, default)
         self._count_subscribers(topic, 1)
         return subscription
@@ -264,6 +271,17 @@ class KafkaCacheServer:
             with contextlib.suppress(RuntimeError):  # the loop closed as the thread finished
                 loop.call_soon_threadsafe(callback)
 
+    def _on_stall(self, stalls: int) -> None:
+        """The fetch thread waited for the loop: fan-out is behind what Kafka brings."""
+        self.metrics.inc("ssegate.kafka.fetch.stalls", self.name, stalls)
+        log.warning(
+            "kafka.fanout_behind",
+            binding=self.name,
+            pending=self._handover.pending,
+            stalls=stalls,
+            message="the fetch waits for the fan-out to catch up; Kafka holds the rest",
+        )
+
     def _on_events(self, events: list[Event], joined: int) -> None:
         if self._closed:
             return
@@ -345,6 +363,7 @@ class KafkaCacheServer:
         if self._closed:
             return
         self._closed = True
+        self._handover.close()
         if self._fetcher.started:
             await asyncio.get_running_loop().run_in_executor(None, self._fetcher.stop)
 

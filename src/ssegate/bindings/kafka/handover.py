@@ -1,22 +1,42 @@
-"""Fetched events from the fetch thread to the event loop, joined while the loop is busy.
+"""Fetched events from the fetch thread to the event loop: joined while the loop is busy,
+given back to the loop in slices, and bounded.
 
 The fetch thread hands over a list of events per pass. Handing each list over as its own loop
-callback would make a busy loop pay for every small batch separately: a fan-out costs one
-write per subscriber per batch whatever the batch holds, so batches queued behind one slow
-fan-out would each cost as much again, and a single stall would grow into a backlog.
+callback would make a busy loop pay for every small batch separately: a fan-out has a cost per
+batch whatever the batch holds, so batches queued behind one slow fan-out would each cost as
+much again, and a single stall would grow into a backlog.
 
 :class:`Handover` keeps one inbox instead. The thread adds to it and schedules a drain only
 when none is pending; the drain takes everything gathered so far and :func:`coalesce` joins
-the batches of each partition into one. An idle loop drains at once, so nothing waits; a busy
-one finds, when it comes back, one batch per partition holding all that arrived meanwhile.
+the batches of each partition into one (at most :data:`MAX_JOINED` messages each). An idle loop
+drains at once, so nothing waits; a busy one finds, when it comes back, one batch per partition
+holding all that arrived meanwhile.
+
+Overload stays bounded and visible:
+
+- **Slices.** A drain works for at most ``slice_seconds`` of loop time, then puts what is left
+  back at the head of the inbox and schedules itself again, so timers, new connections and the
+  metrics endpoint run between slices whatever the load.
+- **Bounded intake.** Once the inbox holds more than ``max_pending`` messages, :meth:`put`
+  makes the fetch thread wait until the loop has worked it down: Kafka keeps what is not
+  fetched yet, and memory here stays bounded. Each time the thread has to wait the loop hears
+  of it (``on_stall``: a log line and a metric at the cache server).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from ssegate.bindings.kafka.fetch_events import Event, Fetched, TopicMissing, TopicsListed
+
+MAX_JOINED = 10_000
+"""Messages one joined batch holds at most (one fetch pass brings at most 5,000)."""
+SLICE_SECONDS = 0.02
+MAX_PENDING = 200_000
+STALL_WAIT = 0.25
+"""How long the fetch thread waits at a time for room (then it looks for ``close`` again)."""
 
 _BatchKey = tuple[str, int, bool, int]
 _BESIDE_THE_DATA = (TopicsListed, TopicMissing)
@@ -41,7 +61,7 @@ def coalesce(events: Sequence[Event]) -> tuple[list[Event], int]:
             continue
         key = (event.topic, event.partition, event.catch_up, event.ticket)
         group = open_batches.get(key)
-        if group is None:
+        if group is None or sum(len(b.messages) for b in group) + len(event.messages) > MAX_JOINED:
             group = open_batches[key] = []
             slots.append(group)
         group.append(event)
@@ -72,27 +92,82 @@ class Handover:
         self,
         schedule: Callable[[Callable[[], None]], None],
         consume: Callable[[list[Event], int], None],
+        *,
+        on_stall: Callable[[int], None] | None = None,
+        max_pending: int = MAX_PENDING,
+        slice_seconds: float = SLICE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``schedule`` runs a callable on the loop (``call_soon_threadsafe``); ``consume``
-        gets the coalesced events and the number of batches joined."""
+        gets the coalesced events and the number of batches joined; ``on_stall`` (on the loop)
+        how many times the fetch thread had to wait for room since it was last called."""
         self._schedule = schedule
         self._consume = consume
-        self._lock = threading.Lock()
+        self._on_stall = on_stall
+        self.max_pending = max_pending
+        self.slice_seconds = slice_seconds
+        self._clock = clock
+        self._room = threading.Condition(threading.Lock())
         self._inbox: list[Event] = []
         self._scheduled = False
+        self._closed = False
+        self.pending = 0
+        """Messages handed over and not yet consumed."""
+        self._stalls = 0
 
     def put(self, events: list[Event]) -> None:
-        """From the fetch thread: add ``events``; schedule a drain unless one is pending."""
-        with self._lock:
+        """From the fetch thread: add ``events``; schedule a drain unless one is pending.
+        Waits first while the inbox is over ``max_pending`` messages."""
+        size = _messages_in(events)
+        with self._room:
+            if self.pending > self.max_pending and not self._closed:
+                self._stalls += 1
+                while self.pending > self.max_pending and not self._closed:
+                    self._room.wait(STALL_WAIT)
             self._inbox.extend(events)
+            self.pending += size
             if self._scheduled:
                 return
             self._scheduled = True
         self._schedule(self._drain)
 
+    def close(self) -> None:
+        """Let a waiting fetch thread go; nothing more is drained."""
+        with self._room:
+            self._closed = True
+            self._room.notify_all()
+
     def _drain(self) -> None:
-        with self._lock:
+        with self._room:
             events, self._inbox = self._inbox, []
-            self._scheduled = False
-        if events:
-            self._consume(*coalesce(events))
+            stalls, self._stalls = self._stalls, 0
+        if stalls and self._on_stall is not None:
+            self._on_stall(stalls)
+        joined, count = coalesce(events) if events else ([], 0)
+        deadline = self._clock() + self.slice_seconds
+        done = 0
+        for index, event in enumerate(joined):
+            self._consume([event], count if index == 0 else 0)
+            done += _messages_in((event,))
+            if self._clock() >= deadline and index + 1 < len(joined):
+                self._yield(joined[index + 1 :], done)
+                return
+        with self._room:
+            self.pending -= done
+            self._room.notify_all()
+            if not self._inbox or self._closed:
+                self._scheduled = False
+                return
+        self._schedule(self._drain)
+
+    def _yield(self, rest: list[Event], done: int) -> None:
+        """Out of time: ``rest`` goes back to the head of the inbox for the next slice."""
+        with self._room:
+            self.pending -= done
+            self._room.notify_all()
+            self._inbox[:0] = rest
+        self._schedule(self._drain)
+
+
+def _messages_in(events: Sequence[Event]) -> int:
+    return sum(len(event.messages) for event in events if isinstance(event, Fetched))

@@ -5,10 +5,16 @@ subscriber and partition, a :class:`PartitionCursor`: the next offset that subsc
 Where that offset lies decides how it is served:
 
 - equal to the cache's ``next_offset``: **live**. Every batch the shared fetch hands over is
-  appended to the cache and given, as the same list, to every live subscriber: one
-  ``on_messages`` call per subscriber per batch.
+  appended to the cache. A live subscriber without an interest gets the batch, as the same
+  list as every other such subscriber; one with an :class:`~ssegate.kafka.topics.Interest`
+  sits in the partition's :class:`~.interest_index.InterestIndex` and gets only the messages
+  it may want, or no call at all. Live subscribers are not visited per batch otherwise: their
+  progress over what they were not given is the topic's shared
+  :class:`~ssegate.kafka.topics.LivePositions`, moved once per batch. A batch costs
+  O(messages + deliveries), not O(subscribers).
 - inside the cache: **replay**. The subscriber reads from the cache in chunks, one chunk per
-  loop iteration (so a large history never stalls the loop), then joins the live set.
+  loop iteration (so a large history never stalls the loop), then joins the live set. Replay,
+  catch-up and ahead deliveries are narrowed to the subscriber's interest too.
 - below the cache's ``start_offset``: **catch-up**. The fetch thread's catch-up reader reads the
   partition from the oldest such offset; each catch-up subscriber takes what is at or after its
   cursor. Once the cursor reaches what the cache holds, it replays from the cache, then goes
@@ -27,8 +33,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
+from ssegate.bindings.kafka.interest_index import InterestIndex
 from ssegate.bindings.kafka.partition_cache import PartitionCache
-from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener
+from ssegate.kafka.topics import (
+    DefaultOffset,
+    Interest,
+    KafkaMessage,
+    LivePositions,
+    TopicListener,
+)
 from ssegate.telemetry import log
 
 REPLAY_CHUNK = 4096
@@ -65,6 +78,7 @@ class Subscription:
     listener: TopicListener
     start: Mapping[int, int]
     default: DefaultOffset
+    interest: Interest | None
     cursors: dict[int, PartitionCursor] = field(default_factory=dict)
     cancelled: bool = False
 
@@ -93,6 +107,9 @@ class PartitionFeed:
         self.live_from = live_from
         """The partition's end when its fetch started: ``live`` starts there at the earliest."""
         self.live: dict[PartitionCursor, None] = {}
+        """Live subscribers without an interest: every batch goes to each."""
+        self.index: InterestIndex[PartitionCursor] = InterestIndex()
+        """Live subscribers with an interest."""
         self.catching_up: dict[PartitionCursor, None] = {}
         self.ahead: dict[PartitionCursor, None] = {}
         self.tickets = 0
@@ -108,6 +125,7 @@ class TopicFeed:
         self.compacted = False
         self.partitions: dict[int, PartitionFeed] = {}
         self.subscriptions: dict[Subscription, None] = {}
+        self.positions = LivePositions()
         self.available = True
         self.status_reason = ""
 
@@ -116,7 +134,7 @@ class TopicFeed:
     def subscribe(
         self, listener: TopicListener, start: Mapping[int, int], default: DefaultOffset
     ) -> Subscription:
-        subscription = Subscription(self, listener, dict(start), default)
+        subscription = Subscription(self, listener, dict(start), default, listener.interest)
         self.subscriptions[subscription] = None
         if not self.available:
             listener.on_status(False, self.status_reason)
@@ -130,13 +148,16 @@ class TopicFeed:
         for cursor in subscription.cursors.values():
             feed = self.partitions[cursor.partition]
             feed.live.pop(cursor, None)
+            feed.index.discard(cursor)
             feed.ahead.pop(cursor, None)
             if feed.catching_up.pop(cursor, None) is not None and not feed.catching_up:
                 self.hooks.end_catch_up(self.topic, cursor.partition)
         subscription.cursors.clear()
 
     def _attach(self, subscription: Subscription, partitions: Sequence[int], first: bool) -> None:
-        if not self._call(subscription, "on_partitions", sorted(self.partitions)):
+        if not self._call(
+            subscription, subscription.listener.on_partitions, sorted(self.partitions)
+        ):
             return
         for partition in partitions:
             cache = self.partitions[partition].cache
@@ -172,9 +193,19 @@ class TopicFeed:
 
     def _join_live(self, feed: PartitionFeed, cursor: PartitionCursor) -> None:
         cursor.stage = Stage.LIVE
-        feed.live[cursor] = None
+        interest = cursor.subscription.interest
+        if interest is None:
+            feed.live[cursor] = None
+        else:
+            feed.index.add(cursor, interest)
         if cursor.reported < cursor.cursor and cursor.cursor > 0:
             self._skipped(cursor, cursor.cursor)
+        self._call(
+            cursor.subscription,
+            cursor.subscription.listener.on_live,
+            cursor.partition,
+            self.positions,
+        )
 
     def _replay(self, cursor: PartitionCursor) -> None:
         if cursor.subscription.cancelled or cursor.stage is not Stage.REPLAY:
@@ -187,7 +218,7 @@ class TopicFeed:
             cursor.cursor, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
         )
         cursor.cursor = after
-        if messages and not self._deliver(cursor, messages):
+        if not self._offer(cursor, messages):
             return
         if after >= cache.next_offset:
             self._route(cursor)
@@ -216,6 +247,7 @@ class TopicFeed:
                 partition, offset, max_age=self.max_age, compacted=self.compacted
             )
             self.partitions[partition] = PartitionFeed(cache, ends.get(partition, offset))
+            self.positions.offsets[partition] = offset
         share = max(1, self.max_bytes // max(1, len(self.partitions)))
         for feed in self.partitions.values():
             feed.cache.max_bytes = share
@@ -231,24 +263,27 @@ class TopicFeed:
         before = cache.bytes
         evicted = cache.append(batch.messages, self.hooks.now())
         cache.skip_to(batch.next_offset)
+        # Moved before anyone runs: a live subscriber never reads a position behind what it
+        # was given (inside this delivery its ids carry the message's own offsets).
+        self.positions.offsets[batch.partition] = cache.next_offset
         self.hooks.on_fetched(
             self.topic, batch, evicted.messages, evicted.bytes, cache.bytes - before
         )
         messages = batch.messages
-        trailing_skip = not messages or messages[-1].offset + 1 < batch.next_offset
-        for cursor in list(feed.live):
-            if messages and not self._deliver(cursor, messages):
-                continue
-            cursor.cursor = batch.next_offset
-            if trailing_skip:
-                self._skipped(cursor, batch.next_offset)
+        if messages:
+            for cursor in list(feed.live):
+                self._deliver(cursor, messages)
+            if feed.index:
+                for group in feed.index.route(messages):
+                    offered = group.offered
+                    for cursor in list(group.members):
+                        self._deliver(cursor, offered)
         if feed.ahead:
             for cursor in list(feed.ahead):
                 if cursor.cursor > batch.next_offset:
                     continue
                 del feed.ahead[cursor]
-                owed = _from_offset(messages, cursor.cursor)
-                if owed and not self._deliver(cursor, owed):
+                if not self._offer(cursor, _from_offset(messages, cursor.cursor)):
                     continue
                 cursor.cursor = batch.next_offset
                 self._join_live(feed, cursor)
@@ -258,10 +293,10 @@ class TopicFeed:
             if cursor.ticket > batch.ticket or batch.next_offset <= cursor.cursor:
                 continue
             owed = _from_offset(batch.messages, cursor.cursor)
-            if owed and not self._deliver(cursor, owed):
+            if not self._offer(cursor, owed):
                 continue
             cursor.cursor = batch.next_offset
-            if not owed or owed[-1].offset + 1 < batch.next_offset:
+            if cursor.reported < batch.next_offset:
                 self._skipped(cursor, batch.next_offset)
             self._after_catch_up_step(feed, cursor)
 
@@ -275,7 +310,13 @@ class TopicFeed:
             requested = cursor.cursor
             cursor.cursor = event.earliest
             cursor.reported = event.earliest
-            self._call(cursor.subscription, "on_reset", event.partition, requested, event.earliest)
+            self._call(
+                cursor.subscription,
+                cursor.subscription.listener.on_reset,
+                event.partition,
+                requested,
+                event.earliest,
+            )
             self._after_catch_up_step(feed, cursor)
 
     def on_catch_up_at_end(self, event: CatchUpAtEnd) -> None:
@@ -311,12 +352,22 @@ class TopicFeed:
         self.available = available
         self.status_reason = reason
         for subscription in list(self.subscriptions):
-            self._call(subscription, "on_status", available, reason)
+            self._call(subscription, subscription.listener.on_status, available, reason)
 
     # -- calling listeners ---------------------------------------------------------------------
 
+    def _offer(self, cursor: PartitionCursor, messages: Sequence[KafkaMessage]) -> bool:
+        """Deliver what of ``messages`` the subscriber's interest may want; ``False`` when the
+        subscription is gone."""
+        interest = cursor.subscription.interest
+        if interest is not None:
+            messages = [message for message in messages if interest.may_want(message)]
+        if not messages:
+            return not cursor.subscription.cancelled
+        return self._deliver(cursor, messages)
+
     def _deliver(self, cursor: PartitionCursor, messages: Sequence[KafkaMessage]) -> bool:
-        if not self._call(cursor.subscription, "on_messages", messages):
+        if not self._call(cursor.subscription, cursor.subscription.listener.on_messages, messages):
             return False
         cursor.reported = messages[-1].offset + 1
         return True
@@ -324,16 +375,24 @@ class TopicFeed:
     def _skipped(self, cursor: PartitionCursor, next_offset: int) -> None:
         if cursor.reported < next_offset:
             cursor.reported = next_offset
-            self._call(cursor.subscription, "on_skipped", cursor.partition, next_offset)
+            self._call(
+                cursor.subscription,
+                cursor.subscription.listener.on_skipped,
+                cursor.partition,
+                next_offset,
+            )
 
-    def _call(self, subscription: Subscription, method: str, *args: object) -> bool:
-        """Call a listener method; a listener that raises loses its subscription."""
+    def _call(self, subscription: Subscription, method: Callable[..., None], *args: object) -> bool:
+        """Call a method of ``subscription``'s listener; a listener that raises loses its
+        subscription."""
         if subscription.cancelled:
             return False
         try:
-            getattr(subscription.listener, method)(*args)
+            method(*args)
         except Exception as exc:  # a listener bug must not stop delivery to the others
-            log.error("kafka.listener_failed", topic=self.topic, call=method, error=repr(exc))
+            log.error(
+                "kafka.listener_failed", topic=self.topic, call=method.__name__, error=repr(exc)
+            )
             subscription.cancel()
             return False
         return True

@@ -17,7 +17,8 @@ Options, Zilla's first then ssegate's own:
 - ``retry`` (ms): written once as ``retry:<ms>`` at stream start, only when configured.
 - ``requests[]{path, content}``: events on a matching path are checked by a validator built
   from ``content``; an invalid event is dropped (its id still moves the client's cursor).
-- ``keepalive`` (seconds, default 15, ``0`` off): the comment ``:`` after that much idle time.
+- ``keepalive`` (seconds, default 15, ``0`` off): the comment ``:`` after that much idle time,
+  or ``id:<resume point>`` when the source's resume point moved without an event.
   One :class:`KeepaliveSweep` timer per process visits every open stream; there is no timer
   and no task per stream.
 - ``initial-comment``: a comment sent right after the headers.
@@ -264,7 +265,13 @@ class DownstreamStream:
             self._wrote = False
             self.idle_since = now
         elif now - self.idle_since >= self.keepalive:
-            self._write(encode_comment())
+            subscription = self.subscription
+            resume_id = subscription.resume_id() if subscription is not None else None
+            if resume_id is None:
+                self._write(encode_comment())
+            else:
+                self.last_id = resume_id
+                self._write(encode_event(None, id=resume_id))
             self._wrote = False
             self.idle_since = now
 

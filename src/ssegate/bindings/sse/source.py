@@ -62,6 +62,12 @@ class Subscription(Protocol):
     def cancel(self) -> None:
         """Stop delivering and release what the subscription holds (upstream connection)."""
 
+    def resume_id(self) -> str | None:
+        """Asked when the stream is due a keep-alive: an id to send instead of the ``:``
+        comment (``id:<it>`` and a blank line, which fires no event but moves the client's
+        resume point), or ``None``. A source whose resume point moves without events (passed
+        over by a filter) returns it here once per move."""
+
 
 class SseSource(Protocol):
     """What an sse server route exits to."""

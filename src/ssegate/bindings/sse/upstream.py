@@ -46,6 +46,10 @@ class FanoutMember:
     def cancel(self) -> None:
         self.fanout.remove(self)
 
+    def resume_id(self) -> str | None:
+        """Every upstream id is relayed as it comes: a keep-alive has none to add."""
+        return None
+
     def deliver_items(self, items: Sequence[UpstreamItem]) -> None:
         """Send ``items`` one by one with this member's own id bookkeeping."""
         sink = self.sink

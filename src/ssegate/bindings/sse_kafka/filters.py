@@ -18,7 +18,7 @@ from typing import Any
 
 from ssegate.config.errors import ConfigError
 from ssegate.engine.templates import Template
-from ssegate.kafka.topics import KafkaMessage
+from ssegate.kafka.topics import Interest, KafkaMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,21 @@ class MessageFilter:
 
     def matches(self, message: KafkaMessage) -> bool:
         return any(entry.matches(message) for entry in self.entries)
+
+    def interest(self) -> Interest | None:
+        """The keys and headers the Kafka cache indexes this filter by: per entry its key, or
+        its first header when it names no key (every message the filter accepts carries one).
+        ``None`` when an entry names neither (``headers: {}``): it accepts every message."""
+        keys: set[bytes] = set()
+        headers: set[tuple[str, bytes]] = set()
+        for entry in self.entries:
+            if entry.key is not None:
+                keys.add(entry.key)
+            elif entry.headers:
+                headers.add(entry.headers[0])
+            else:
+                return None
+        return Interest(frozenset(keys), frozenset(headers))
 
 
 @dataclass(frozen=True, slots=True)

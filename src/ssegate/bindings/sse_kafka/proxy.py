@@ -97,6 +97,9 @@ class _Refused:
     def cancel(self) -> None:
         return
 
+    def resume_id(self) -> str | None:
+        return None
+
 
 class SseKafkaProxy:
     """The built ``sse-kafka`` proxy binding."""

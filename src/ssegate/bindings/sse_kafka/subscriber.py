@@ -19,10 +19,19 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   A view that fails on a value its model accepted is logged and counted
   (``ssegate.sse_kafka.view_failures``) and the event carries the UTF-8 text instead.
 - A tombstone is ``event:delete`` with ``data:`` = base64url(key) (``data:`` for a null key).
-- Messages the filter drops (and offsets the cache passed over) move the progress without an
-  event. Once :data:`ID_ONLY_AFTER_SKIPPED` of them pile up, or :data:`ID_ONLY_AFTER_SECONDS`
-  after the last id written, an id-only block ``id:<progress>`` goes out, so a reconnect does
-  not scan the gap again.
+- A subscriber with filters declares their :class:`~ssegate.kafka.topics.Interest`: once live
+  on a partition it is offered only the messages it may want, and is not called at all for a
+  batch with none. Its progress on a live partition is the topic's shared
+  :class:`~ssegate.kafka.topics.LivePositions`, read when an id is written (the feed moves it
+  once per batch for every subscriber; nobody advances it per subscriber per message).
+- The resume point of a quiet stream rides on its keep-alive (:meth:`TopicSubscriber.resume_id`,
+  asked by the sse server each keep-alive interval): ``id:<progress>`` and a blank line instead
+  of the ``:`` comment, when the progress moved since the last id written. One write per stream
+  per interval at most, so a reconnect never rescans a filtered gap older than one interval.
+- Before a partition is live (replay, catch-up), messages the filter drops and offsets the
+  cache passed over move the progress without an event. Once :data:`ID_ONLY_AFTER_SKIPPED` of
+  them pile up, or :data:`ID_ONLY_AFTER_SECONDS` after the last id written, an id-only block
+  goes out, so a reconnect does not scan the gap again.
 - A requested offset below the log start (retention) starts the partition at the earliest
   offset and says so: ``event:reset`` with ``data:{"partition":P,"requested":R,"earliest":E}``
   and the new id, before the messages that follow.
@@ -43,7 +52,7 @@ from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder, format_event_id
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.shared import BatchOutcome, EncodedMessages, SharedBatches
-from ssegate.kafka.topics import KafkaMessage, TopicSubscription
+from ssegate.kafka.topics import Interest, KafkaMessage, LivePositions, TopicSubscription
 from ssegate.models.topics import ValueView
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
@@ -70,11 +79,15 @@ class TopicSubscriber:
         "_clock",
         "_id_timer",
         "_last_id_at",
+        "_last_token",
+        "_live",
+        "_live_partitions",
         "_skipped",
         "binding",
         "encoded",
         "filter",
         "id_format",
+        "interest",
         "metrics",
         "progress",
         "shape",
@@ -114,7 +127,13 @@ class TopicSubscriber:
         self.view = view
         self.shared = shared if shared is not None else SharedBatches()
         self.shape = self.shared.shape(message_filter, id_format, view)
+        self.interest: Interest | None = (
+            message_filter.interest() if message_filter is not None else None
+        )
         self.topic_subscription: TopicSubscription | None = None
+        self._live: LivePositions | None = None
+        self._live_partitions: tuple[int, ...] = ()
+        self._last_token = ""
         self._cancelled = False
         self._clock = clock
         self._skipped = 0
@@ -128,9 +147,16 @@ class TopicSubscriber:
             return
         self.sink.open()
 
+    def on_live(self, partition: int, positions: LivePositions) -> None:
+        self._live = positions
+        if partition not in self._live_partitions:
+            self._live_partitions = (*self._live_partitions, partition)
+
     def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
         if self._gone():
             return
+        if self._live_partitions:
+            self._follow_live()
         progress = self.progress
         outcomes = self.shared.outcomes(messages)
         key = (self.shape, progress.token())
@@ -144,6 +170,7 @@ class TopicSubscriber:
         else:
             self._skipped = outcome.skipped
             self._last_id_at = self._clock()
+            self._last_token = outcome.progress.token
             self._cancel_id_timer()
             self.sink.write_encoded(outcome.data)
             if self.sink.closed:  # too far behind: the sse server closed it just now
@@ -207,6 +234,22 @@ class TopicSubscriber:
 
     # -- Subscription --------------------------------------------------------------------------
 
+    def resume_id(self) -> str | None:
+        """The id to carry on a keep-alive: the progress, when it moved past the last id
+        written (the stream passed over messages its filter does not want); else ``None``."""
+        if self._cancelled:
+            return None
+        if self._live_partitions:
+            self._follow_live()
+        token = self.progress.token()
+        if token == self._last_token or not self.progress.offsets:
+            return None
+        self._last_token = token
+        self._skipped = 0
+        self._last_id_at = self._clock()
+        self._cancel_id_timer()
+        return format_event_id(token, None, self.id_format, None)
+
     def cancel(self) -> None:
         if self._cancelled:
             return
@@ -266,8 +309,24 @@ class TopicSubscriber:
         self._skipped = 0
         self._last_id_at = self._clock()
         self._cancel_id_timer()
-        event_id = format_event_id(self.progress.token(), None, self.id_format, None)
-        self.sink.event(data, event=event, id=event_id)
+        if self._live_partitions:
+            self._follow_live()
+        token = self._last_token = self.progress.token()
+        self.sink.event(data, event=event, id=format_event_id(token, None, self.id_format, None))
+
+    def _follow_live(self) -> None:
+        """Move the progress of live partitions up to the topic's live end (see module doc)."""
+        live = self._live
+        if live is None:
+            return
+        offsets = live.offsets
+        progress = self.progress
+        own = progress.offsets
+        for partition in self._live_partitions:
+            position = offsets.get(partition, 0)
+            if position > own.get(partition, 0):
+                progress.advance(partition, position)
+                own = progress.offsets
 
     def _cancel_id_timer(self) -> None:
         timer, self._id_timer = self._id_timer, None
