@@ -25,7 +25,7 @@ from ssegate.tools.token import encode_token, public_jwk
 
 from .signing import AUDIENCE, ISSUER, jwks, key, token
 
-SEED_000 = Path("/work/shared/seeds/000-sse-proxy.zilla.yaml")
+SEED_000 = Path(__file__).resolve().parents[1] / "config" / "fixtures" / "sse-proxy.zilla.yaml"
 
 
 def guard(**policy: object) -> JwtGuard:
