@@ -133,3 +133,63 @@ def test_a_thread_putting_while_the_loop_drains_loses_and_repeats_nothing() -> N
     thread.join()
     loop.run_pending()
     assert seen == list(range(20_000))
+
+
+def test_a_drain_out_of_time_hands_the_loop_back_and_goes_on_in_order() -> None:
+    loop = ManualLoop()
+    clock = [0.0]
+    seen: list[tuple[int, list[int]]] = []
+
+    def consume(events: list[Event], _: int) -> None:
+        clock[0] += 0.01  # each partition's fan-out takes 10 ms
+        seen.extend((e.partition, offsets(e)) for e in events if isinstance(e, Fetched))
+
+    handover = Handover(loop.schedule, consume, slice_seconds=0.025, clock=lambda: clock[0])
+    handover.put([batch(p, range(0, 3)) for p in range(6)])
+    loop.run_pending()
+    assert [p for p, _ in seen] == [0, 1, 2]  # the slice ran out: the loop is free again
+    assert len(loop.scheduled) == 1
+    handover.put([batch(0, range(3, 5))])  # arrives behind what is left
+    while loop.scheduled:
+        loop.run_pending()
+    assert [p for p, _ in seen] == [0, 1, 2, 3, 4, 5, 0]
+    assert seen[-1] == (0, [3, 4]) and handover.pending == 0
+
+
+def test_a_fetch_thread_over_the_bound_waits_until_the_loop_works_it_down() -> None:
+    loop = ManualLoop()
+    stalls: list[int] = []
+    handover = Handover(loop.schedule, lambda events, _: None, on_stall=stalls.append,
+                        max_pending=100)  # fmt: skip
+    handover.put([batch(0, range(0, 150))])  # over the bound now
+    second_put_done = threading.Event()
+
+    def fetch_thread() -> None:
+        handover.put([batch(0, range(150, 160))])
+        second_put_done.set()
+
+    thread = threading.Thread(target=fetch_thread)
+    thread.start()
+    assert not second_put_done.wait(0.3)  # waits: nothing grows while the loop is behind
+    assert handover.pending == 150
+    loop.run_pending()
+    assert second_put_done.wait(5)
+    thread.join()
+    loop.run_pending()
+    assert stalls == [1] and handover.pending == 0
+
+
+def test_close_lets_a_waiting_fetch_thread_go() -> None:
+    loop = ManualLoop()
+    handover = Handover(loop.schedule, lambda events, _: None, max_pending=10)
+    handover.put([batch(0, range(0, 20))])
+    thread = threading.Thread(target=lambda: handover.put([batch(0, range(20, 30))]))
+    thread.start()
+    handover.close()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_joined_batch_holds_at_most_max_joined_messages() -> None:
+    events, _ = coalesce([batch(0, range(n, n + 4000)) for n in range(0, 16_000, 4000)])
+    assert [len(e.messages) for e in events if isinstance(e, Fetched)] == [8000, 8000]
