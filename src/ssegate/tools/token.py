@@ -3,7 +3,9 @@
 - ``ssegate token keygen --type rsa|ec|ed25519 --out FILE`` writes a PEM private key;
 - ``ssegate token jwks --key FILE --kid K [--alg A]`` prints the public JWKS (JSON);
 - ``ssegate token --key FILE --kid K [--sub S] [--scope "a b"] [--ttl 300] [--iss U] [--aud U]
-  [--alg A]`` prints a signed token.
+  [--alg A] [--claim NAME=VALUE ...]`` prints a signed token; each ``--claim`` adds a claim whose
+  value is parsed as JSON when it is valid JSON (``n=5``, ``roles=["a","b"]``) and is taken as a
+  string otherwise (``tenant=acme``).
 
 The algorithm defaults to the key's natural one: RS256 for RSA, ES256/ES384/ES512 for the
 P-256/P-384/P-521 curves, EdDSA for Ed25519. The same functions serve tests and the demo.
@@ -15,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +151,12 @@ def mint(
     aud: str | None = None,
     alg: str | None = None,
     now: float | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> str:
-    """A token for ``sub`` with ``scope``, expiring ``ttl`` seconds from ``now``."""
+    """A token for ``sub`` with ``scope``, expiring ``ttl`` seconds from ``now``.
+
+    ``extra`` claims are added last, so they replace a standard claim of the same name.
+    """
     issued = time.time() if now is None else now
     claims: dict[str, Any] = {"sub": sub, "iat": int(issued), "exp": int(issued + ttl)}
     if scope:
@@ -158,6 +165,7 @@ def mint(
         claims["iss"] = iss
     if aud is not None:
         claims["aud"] = aud
+    claims.update(extra or {})
     return encode_token(key, claims, kid=kid, alg=alg)
 
 
@@ -174,6 +182,15 @@ def add_token_parser(commands: Any) -> None:
     token.add_argument("--ttl", type=float, default=300.0, help="seconds to expiry (300)")
     token.add_argument("--iss", default=None, help="issuer claim")
     token.add_argument("--aud", default=None, help="audience claim")
+    token.add_argument(
+        "--claim",
+        action="append",
+        type=_claim,
+        default=[],
+        metavar="NAME=VALUE",
+        help="another claim, repeatable; VALUE is JSON when it parses as JSON (5, true,"
+        ' ["a","b"]), else a string',
+    )
     token.set_defaults(func=_sign_command, token_parser=token)
     tools = token.add_subparsers(title="tools", metavar="TOOL")
     jwks = tools.add_parser("jwks", help="print the public JWKS of a private key")
@@ -183,6 +200,18 @@ def add_token_parser(commands: Any) -> None:
     keygen.add_argument("--type", choices=["rsa", "ec", "ed25519"], default="ec")
     keygen.add_argument("--out", type=Path, required=True, metavar="FILE")
     keygen.set_defaults(func=_keygen_command)
+
+
+def _claim(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` → ``(NAME, VALUE as JSON, or as the string when it is not JSON)``."""
+    name, equals, raw = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return name, value
 
 
 def _key_options(parser: argparse.ArgumentParser) -> None:
@@ -206,7 +235,7 @@ def _sign_command(args: argparse.Namespace) -> int:
     if key is None:
         return 2
     print(mint(key, kid=args.kid, sub=args.sub, scope=args.scope, ttl=args.ttl,
-               iss=args.iss, aud=args.aud, alg=args.alg))  # fmt: skip
+               iss=args.iss, aud=args.aud, alg=args.alg, extra=dict(args.claim)))  # fmt: skip
     return 0
 
 
