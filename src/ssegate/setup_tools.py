@@ -136,8 +136,12 @@ def prepared(name: str) -> Path:
     Raises :class:`~ssegate.cache.NotPrepared` (or :class:`SetupFailed`) naming the step when it
     is missing; :func:`ssegate.testing.tools.prepared` turns that into a failed test.
     """
+    return _find(STEPS[name])
+
+
+def _find(step: Step) -> Path:
     with offline_mode():
-        return STEPS[name].ensure()
+        return step.ensure()
 
 
 def _tool(name: str, *, fallback: Path | None = None) -> str:
@@ -185,7 +189,7 @@ def _say(step: Step, text: str) -> None:
 def run_step(step: Step) -> bool:
     """Fetch or build what ``step`` needs unless it is present; False when that failed."""
     try:
-        where = prepared(step.name)
+        where = _find(step)
     except (NotPrepared, SetupFailed):
         pass
     else:
@@ -221,8 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Fetch and build what the tests (test, the default) or the demo (demo) need,"
         " or the steps named.",
     )
-    parser.add_argument("steps", nargs="*", choices=["test", "demo", *STEPS], metavar="STEP")
+    names = ["test", "demo", *STEPS]
+    parser.add_argument("steps", nargs="*", metavar="STEP", help=f"one of {', '.join(names)}")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.steps if name not in names]
+    if unknown:
+        parser.error(f"no step {', '.join(unknown)}; the steps are {', '.join(names)}")
     os.environ.pop(OFFLINE, None)  # fetching is what this is for
     failed = [step.name for step in steps_for(args.steps) if not run_step(step)]
     if failed:

@@ -16,6 +16,7 @@ from ssegate.bench.jwt import run_jwt
 from ssegate.bench.kafka import run_kafka
 from ssegate.bench.kafka_rig import stamped_values, write_kafka_gateway_config
 from ssegate.bench.kafkasse import ensure_kafkasse
+from ssegate.cache import OFFLINE
 from ssegate.catalogs import build_catalogs
 from ssegate.config.loader import load_config
 from ssegate.kafka.broker import BrokerInfo
@@ -107,6 +108,7 @@ def test_kafkasse_install_without_npm_reports_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv(OFFLINE)  # nothing can be installed without npm anyway
     assert ensure_kafkasse(tmp_path / "kafkasse") == "node or npm is not on PATH"
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from ssegate.bench.latency import ReceiveCounters, StampTally
 from ssegate.bench.mercure import ensure_mercure, publisher_token
+from ssegate.cache import OFFLINE
 from ssegate.cli import main
 from ssegate.testing.tools import prepared
 
@@ -47,6 +48,7 @@ def test_mercure_build_without_go_reports_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv(OFFLINE)  # nothing can be built without go anyway
     build = ensure_mercure(tmp_path / "mercure")
     assert build.binary is None and build.reason == "go is not on PATH"
     assert build.as_json()["build"] == "go is not on PATH"

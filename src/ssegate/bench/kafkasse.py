@@ -59,12 +59,12 @@ def ensure_kafkasse(directory: Path | None = None, timeout: float = INSTALL_TIME
         directory / "node_modules" / "node-rdkafka" / "build" / "Release"
     ).is_dir():
         return ""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        return "node or npm is not on PATH"
     missing = offline_refusal(SETUP_STEP, "KafkaSSE (npm kafka-sse)", directory)
     if missing is not None:
         return str(missing)
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        return "node or npm is not on PATH"
     directory.mkdir(parents=True, exist_ok=True)
     package = directory / "package.json"
     if not package.exists():

@@ -131,11 +131,11 @@ def ensure_mercure(
     if binary.exists():
         caddy = _command_output([str(binary), "version"]).split(" ")[0]
         return MercureBuild(binary, "", version, go_version, caddy, 0.0, True)
-    if go is None:
-        return MercureBuild(None, "go is not on PATH", version, "", "", 0.0, False)
     missing = offline_refusal(SETUP_STEP, f"the Mercure hub {version}", binary)
     if missing is not None:
         return MercureBuild(None, str(missing), version, go_version, "", 0.0, False)
+    if go is None:
+        return MercureBuild(None, "go is not on PATH", version, "", "", 0.0, False)
     build = directory / f"build-{version}"
     build.mkdir(parents=True, exist_ok=True)
     (build / "go.mod").write_text(_go_mod(version))
