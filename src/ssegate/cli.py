@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         " it can run, 2 with one line per problem (each naming its YAML path) when not.",
     )
     validate.add_argument("-c", "--config", required=True, metavar="FILE", help="zilla.yaml")
+    _env_file_option(validate)
     validate.set_defaults(func=_validate)
 
     start = commands.add_parser(
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="worker processes sharing each port with SO_REUSEPORT (default: cores)",
     )
+    _env_file_option(start)
     start.set_defaults(func=_start)
 
     # The tools that come with the gateway; each module registers its own commands.
@@ -94,6 +96,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _env_file_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env-file",
+        metavar="FILE",
+        help="read ${{env.NAME}} values from FILE (dotenv: NAME=value lines); a variable"
+        " already in the environment wins over the file",
+    )
+
+
+def load_env_file(path: str | None) -> None:
+    """Put the variables of the dotenv file ``path`` into the environment, unless already set.
+
+    Raises :class:`ConfigError` naming the file when it cannot be read.
+    """
+    if path is None:
+        return
+    from dotenv import load_dotenv
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            load_dotenv(stream=file, override=False)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(path, f"cannot read the env file: {reason}") from None
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -108,6 +136,7 @@ def _validate(args: argparse.Namespace) -> int:
     from ssegate.config.loader import load_config
     from ssegate.engine.runtime import Runtime
 
+    load_env_file(args.env_file)
     config = load_config(args.config)
     runtime = Runtime(config)
     warnings: list[str] = []
@@ -133,6 +162,7 @@ def _start(args: argparse.Namespace) -> int:
     from ssegate.engine.process import serve
     from ssegate.engine.runtime import Runtime
 
+    load_env_file(args.env_file)
     config = load_config(args.config)
     Runtime(config).build()  # every problem is reported before a worker starts
 
