@@ -102,3 +102,20 @@ def test_a_read_split_inside_an_event_waits_for_the_rest() -> None:
     held.data_received(wire[100:])
     assert counters.received == 30
     assert counters.gaps == 0
+
+
+def test_events_delivered_twice_are_counted_as_duplicates_event_by_event() -> None:
+    held, counters = stream()
+    now = time.monotonic_ns()
+    held.data_received(events([0, 1, 2], now))
+    held.data_received(events([1, 2, 3], now))
+    assert (counters.received, counters.gaps, counters.duplicates) == (6, 0, 2)
+
+
+def test_a_large_read_delivered_twice_is_counted_as_duplicates() -> None:
+    """A batch repeated in full: the span of sequence numbers holds half the events."""
+    held, counters = stream()
+    batch = events(range(20), time.monotonic_ns())
+    held.data_received(batch + batch)
+    assert counters.received == 40
+    assert counters.duplicates == 20 and counters.gaps == 0

@@ -143,6 +143,24 @@ def add_bench_parser(commands: Any) -> None:
     kafka.add_argument("--out", type=Path, default=None)
     kafka.set_defaults(func=_kafka)
 
+    keyed = scenarios.add_parser(
+        "keyed", help="N streams each filtering on its own key: loss, duplicates, p99, CPU"
+    )
+    keyed.add_argument("--streams", type=_int_list, default=[1000, 10_000])
+    keyed.add_argument("--rate", type=float, default=1000.0, help="keyed messages/s produced")
+    keyed.add_argument("--duration", type=float, default=30.0, help="seconds of producing")
+    keyed.add_argument("--keys", type=int, default=50_000, help="distinct keys produced")
+    keyed.add_argument("--partitions", type=int, default=3)
+    keyed.add_argument("--repeat", type=int, default=3, help="runs per case; medians kept")
+    keyed.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="a source tree (a checkout of another commit) whose gateway runs the same cases",
+    )
+    keyed.add_argument("--out", type=Path, default=None)
+    keyed.set_defaults(func=_keyed)
+
     pipeline = scenarios.add_parser(
         "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
     )
@@ -283,6 +301,21 @@ def _kafka(args: argparse.Namespace) -> int:
         kafkasse_clients=args.kafkasse_clients,
         model=args.model,
         workers=args.workers,
+    )
+    return _write(results, args.out)
+
+
+def _keyed(args: argparse.Namespace) -> int:
+    from ssegate.bench.keyed import run_keyed
+
+    results = run_keyed(
+        args.streams,
+        rate=args.rate,
+        duration=args.duration,
+        keys=args.keys,
+        partitions=args.partitions,
+        repeat=args.repeat,
+        baseline_src=args.baseline_src,
     )
     return _write(results, args.out)
 

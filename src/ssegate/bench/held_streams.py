@@ -69,6 +69,8 @@ class OpenResult:
 class Delivery:
     received: int
     gaps: int
+    duplicates: int
+    """Events whose sequence number was not above the stream's previous one."""
     closed_early: int
     first_ns: int
     last_ns: int
@@ -80,8 +82,8 @@ class Delivery:
 
 class _Counters:
     __slots__ = (
-        "closed_early", "first_ns", "gaps", "histogram", "large_reads", "last_ns", "lower",
-        "received", "sampled",
+        "closed_early", "duplicates", "first_ns", "gaps", "histogram", "large_reads", "last_ns",
+        "lower", "received", "sampled",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -91,7 +93,7 @@ class _Counters:
         self.sampled = LatencyHistogram()
         """Exact latencies: small reads' events, and a weighted sample of large reads'."""
         self.received = self.gaps = self.closed_early = self.first_ns = self.last_ns = 0
-        self.large_reads = 0
+        self.large_reads = self.duplicates = 0
 
 
 class _HeldStream(asyncio.Protocol):
@@ -155,7 +157,10 @@ class _HeldStream(asyncio.Protocol):
             sequence = int(match[2])
             if last >= 0 and sequence > last + 1:
                 counters.gaps += sequence - last - 1
-            last = sequence
+            if sequence <= last:
+                counters.duplicates += 1  # received, counted, but not a step forward
+            else:
+                last = sequence
             micros = (now - int(match[1])) // 1000
             record(micros)
             record_lower(micros)
@@ -183,8 +188,12 @@ class _HeldStream(asyncio.Protocol):
         low, high = int(first[2]), int(last[2])
         if self._last_n >= 0 and low > self._last_n + 1:
             counters.gaps += low - self._last_n - 1
-        counters.gaps += max(0, high - low + 1 - count)
-        self._last_n = high
+        span = high - low + 1
+        counters.gaps += max(0, span - count)
+        # more events than the span holds, or a span that starts at or below what the stream
+        # already had: events came twice
+        counters.duplicates += max(0, count - span) + max(0, min(self._last_n, high) - low + 1)
+        self._last_n = max(high, self._last_n)
         counters.histogram.record((now - int(first[1])) // 1000, count)
         counters.lower.record((now - int(last[1])) // 1000, count)
         self._received(count, now)
@@ -277,6 +286,7 @@ class _Client:
         return {
             "received": counters.received,
             "gaps": counters.gaps,
+            "duplicates": counters.duplicates,
             "closed_early": counters.closed_early,
             "first_ns": counters.first_ns,
             "last_ns": counters.last_ns,

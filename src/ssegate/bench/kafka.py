@@ -257,6 +257,7 @@ def _deliver(
         "received": delivery.received,
         "missing": expected - delivery.received,
         "gaps": delivery.gaps,
+        "duplicates": delivery.duplicates,
         "closed_early": delivery.closed_early,
         "offered_events_per_s": round(expected / duration, 1),
         "delivered_events_per_s": round(delivery.received / span, 1) if span > 0 else 0.0,

@@ -124,6 +124,12 @@ class GatewayPorts:
     tls: int
 
 
+KEY_FILTER = """\
+          filters:
+            - key: ${params.key}
+"""
+
+
 def write_kafka_gateway_config(
     workdir: Path,
     bootstrap: str,
@@ -131,9 +137,11 @@ def write_kafka_gateway_config(
     *,
     guard_keys: list[dict[str, str]] | None = None,
     model: str = "none",
+    keyed: bool = False,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
-    every topic's values checked by ``model`` (one of :data:`MODELS`)."""
+    every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
+    ``/{topic}/{key}`` instead: each stream filtered on the message key from its path."""
     from ssegate.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -200,11 +208,11 @@ vaults:
     kind: proxy
     routes:
       - when:
-          - path: /{{topic}}
+          - path: {"/{topic}/{key}" if keyed else "/{topic}"}
         exit: north_kafka_cache_client
         with:
           topic: ${{params.topic}}
-  north_kafka_cache_client:
+{KEY_FILTER if keyed else ""}  north_kafka_cache_client:
     type: kafka
     kind: cache_client
 {client_options}    exit: south_kafka_cache_server

@@ -1,0 +1,237 @@
+"""``ssegate bench keyed``: many streams, each filtering on its own key, on a real broker.
+
+The workload users run is not N identical subscribers but one stream per device, user or
+tenant (``/events/{id}`` → ``filters: [{key: ${params.id}}]``): each message concerns few
+streams and most streams want nothing from most batches. Per case:
+
+1. a fresh topic of ``partitions`` partitions (no history to replay);
+2. ``streams`` held streams open ``/<topic>/k<i>`` for ``i < streams``, each filtered on the
+   key ``k<i>``, spread over as many client processes as the open-file limit needs;
+3. a producer writes ``rate`` messages/s for ``duration`` s, each key drawn uniformly from
+   ``keys`` keys (``k0`` … ``k<keys-1>``; only the first ``streams`` have a stream), value
+   ``{"t":<monotonic_ns>,"n":<that key's own sequence number>}``, partitioned by key;
+4. after a drain, per case: **owed** (messages produced for a key with a stream), received,
+   **duplicates** (a sequence number not above the stream's previous one), **lost**
+   (owed - (received - duplicates)), gaps, latency from produce to receive, the gateway's CPU
+   as a share of one core over the produce-and-drain window, and the client processes' CPU.
+
+A case is complete when nothing was lost or duplicated and no stream closed early. With
+``baseline_src`` every case runs again, in the same run, on a gateway imported from another
+source tree (a checkout of an earlier commit), so before and after are measured side by side.
+``repeat`` runs each case that many times; the summary takes medians.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ssegate.bench.gateway import GatewayProcess
+from ssegate.bench.held_streams import HeldStreams, sse_request
+from ssegate.bench.kafka_rig import BenchBroker, new_producer, write_kafka_gateway_config
+from ssegate.kafka.broker import BrokerInfo
+
+STREAMS_PER_CLIENT = 9_000
+"""Streams one client process holds (the open-file limit is 20,000 per process)."""
+SETTLE_SECONDS = 2.0
+DRAIN_SECONDS = 3.0
+
+
+def run_keyed(
+    streams: list[int],
+    *,
+    rate: float = 1000.0,
+    duration: float = 30.0,
+    keys: int = 50_000,
+    partitions: int = 3,
+    repeat: int = 1,
+    baseline_src: Path | None = None,
+    broker_info: BrokerInfo | None = None,
+) -> dict[str, Any]:
+    """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s)."""
+    if any(count > keys for count in streams):
+        raise ValueError("each stream needs a key of its own: streams must not exceed keys")
+    variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
+    if baseline_src is not None:
+        variants.append(("baseline", {"PYTHONPATH": str(baseline_src.resolve() / "src")}))
+    results: dict[str, Any] = {
+        "scenario": "keyed",
+        "rate": rate,
+        "duration_s": duration,
+        "keys": keys,
+        "partitions": partitions,
+        "repeat": repeat,
+        "baseline_src": str(baseline_src) if baseline_src else None,
+        "cases": [],
+    }
+    cases = len(streams) * repeat
+    with BenchBroker(broker_info) as broker:
+        for variant, env in variants:
+            topics = broker.create_topics(f"bench-keyed-{variant}", cases, partitions)
+            with tempfile.TemporaryDirectory() as tmp:
+                ports = write_kafka_gateway_config(Path(tmp), broker.bootstrap, topics, keyed=True)
+                with GatewayProcess(ports.config, env=env) as gateway:
+                    plan = [count for count in streams for _ in range(repeat)]
+                    for count, topic in zip(plan, topics, strict=True):
+                        case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
+                                     rate, duration, keys)  # fmt: skip
+                        case["gateway"] = variant
+                        results["cases"].append(case)
+                        print(json.dumps(_brief(case)), flush=True)
+    results["summary"] = summarize(results["cases"])
+    return results
+
+
+def _case(
+    gateway: GatewayProcess,
+    port: int,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    rate: float,
+    duration: float,
+    keys: int,
+) -> dict[str, Any]:
+    clients = [
+        HeldStreams(port, max_streams=STREAMS_PER_CLIENT + 100, concurrency=128)
+        for _ in range(max(1, math.ceil(count / STREAMS_PER_CLIENT)))
+    ]
+    for client in clients:
+        client.__enter__()
+    try:
+        started = time.monotonic()
+        opened = failed = 0
+        for index, client in enumerate(clients):
+            first = index * STREAMS_PER_CLIENT
+            last = min(count, first + STREAMS_PER_CLIENT)
+            requests = [sse_request(f"/{topic}/k{i}", port) for i in range(first, last)]
+            result = client.open(requests)
+            opened += result.opened
+            failed += result.failed
+        open_seconds = time.monotonic() - started
+        time.sleep(SETTLE_SECONDS)
+        for client in clients:
+            client.report()  # forget anything counted while opening
+        before = gateway.sample()
+        produced, owed = _produce_keyed(bootstrap, topic, rate, duration, keys, count)
+        time.sleep(DRAIN_SECONDS)
+        after = gateway.sample()
+        deliveries = [client.report() for client in clients]
+        for client in clients:
+            client.close()
+    finally:
+        for client in clients:
+            client.__exit__()
+    received = sum(d.received for d in deliveries)
+    duplicates = sum(d.duplicates for d in deliveries)
+    window = duration + DRAIN_SECONDS
+    gateway_cpu = after.cpu_seconds - before.cpu_seconds
+    latency = _merge_latency([d.latency_ms_sampled for d in deliveries])
+    lost = owed - (received - duplicates)
+    return {
+        "streams": count,
+        "opened": opened,
+        "failed": failed,
+        "open_s": round(open_seconds, 1),
+        "produced": produced,
+        "owed": owed,
+        "received": received,
+        "duplicates": duplicates,
+        "lost": lost,
+        "gaps": sum(d.gaps for d in deliveries),
+        "closed_early": sum(d.closed_early for d in deliveries),
+        "complete": lost == 0
+        and duplicates == 0
+        and failed == 0
+        and not any(d.closed_early for d in deliveries),
+        "latency_ms": latency,
+        "gateway_cpu_share": round(gateway_cpu / window, 3),
+        "gateway_us_per_message": round(gateway_cpu * 1e6 / max(1, produced), 1),
+        "gateway_rss_mib": round(after.rss_bytes / 2**20, 1),
+        "client_cpu_share": round(sum(d.cpu_seconds for d in deliveries) / window, 3),
+    }
+
+
+def _produce_keyed(
+    bootstrap: str, topic: str, rate: float, duration: float, keys: int, streamed: int
+) -> tuple[int, int]:
+    """``rate`` keyed messages/s for ``duration`` s: (produced, owed to the streams)."""
+    producer = new_producer(bootstrap)
+    pick = random.Random(20261124).randrange
+    sequence = [0] * keys
+    total = max(1, round(rate * duration))
+    written = owed = 0
+    started = time.monotonic()
+    while written < total:
+        due = min(total, int(rate * (time.monotonic() - started)) + 1) - written
+        for _ in range(due):
+            key = pick(keys)
+            value = b'{"t":%d,"n":%d}' % (time.monotonic_ns(), sequence[key])
+            sequence[key] += 1
+            try:
+                producer.produce(topic, value=value, key=b"k%d" % key)
+            except BufferError:
+                producer.poll(0.01)
+                producer.produce(topic, value=value, key=b"k%d" % key)
+            written += 1
+            owed += key < streamed
+        producer.poll(0)
+        time.sleep(0.005)
+    producer.flush(30)
+    return written, owed
+
+
+def _merge_latency(summaries: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """The worst of each percentile over the client processes (each holds a share of streams)."""
+    merged: dict[str, float | None] = {}
+    for summary in summaries:
+        for name, value in summary.items():
+            if value is None:
+                merged.setdefault(name, None)
+                continue
+            current = merged.get(name)
+            merged[name] = value if current is None else max(current, value)
+    return merged
+
+
+def summarize(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per gateway and stream count: medians over the repeats, and whether all were complete."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for case in cases:
+        groups.setdefault((case["gateway"], case["streams"]), []).append(case)
+    rows = []
+    for (gateway, count), runs in sorted(groups.items()):
+        p99 = [r["latency_ms"].get("p99") for r in runs]
+        rows.append(
+            {
+                "gateway": gateway,
+                "streams": count,
+                "runs": len(runs),
+                "all_complete": all(r["complete"] for r in runs),
+                "lost": sum(r["lost"] for r in runs),
+                "duplicates": sum(r["duplicates"] for r in runs),
+                "p99_ms_median": _median([v for v in p99 if v is not None]),
+                "gateway_cpu_share_median": _median([r["gateway_cpu_share"] for r in runs]),
+                "gateway_us_per_message_median": _median(
+                    [r["gateway_us_per_message"] for r in runs]
+                ),
+                "client_cpu_share_median": _median([r["client_cpu_share"] for r in runs]),
+            }
+        )
+    return rows
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+def _brief(case: dict[str, Any]) -> dict[str, Any]:
+    keep = ("gateway", "streams", "owed", "received", "lost", "duplicates", "complete",
+            "gateway_cpu_share", "client_cpu_share")  # fmt: skip
+    return {**{k: case[k] for k in keep}, "p99_ms": case["latency_ms"].get("p99")}
