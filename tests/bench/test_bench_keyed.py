@@ -1,0 +1,44 @@
+"""``ssegate bench keyed`` against the test broker: every owed message counted, nothing more."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssegate.bench.keyed import run_keyed, summarize
+from ssegate.kafka.broker import BrokerInfo
+from ssegate.kafka.testing import kafka_broker as kafka_broker
+
+pytestmark = pytest.mark.integration
+
+
+def test_keyed_scenario_delivers_each_stream_exactly_the_messages_of_its_key(
+    kafka_broker: BrokerInfo,
+) -> None:
+    # 40 keys, 20 with a stream: about half of what is produced is owed to somebody
+    result = run_keyed([20], rate=200.0, duration=1.0, keys=40, broker_info=kafka_broker)
+    [case] = result["cases"]
+    assert (case["opened"], case["failed"]) == (20, 0)
+    assert case["produced"] == 200
+    assert 0 < case["owed"] < 200
+    assert case["received"] == case["owed"]
+    assert (case["lost"], case["duplicates"], case["gaps"]) == (0, 0, 0)
+    assert case["complete"] and case["latency_ms"]["p99"] is not None
+    [row] = result["summary"]
+    assert row["all_complete"] and row["runs"] == 1
+
+
+def test_more_streams_than_keys_is_refused() -> None:
+    with pytest.raises(ValueError, match="must not exceed keys"):
+        run_keyed([50], keys=10)
+
+
+def test_the_summary_takes_medians_and_fails_a_case_with_any_loss() -> None:
+    def case(p99: float, lost: int) -> dict[str, object]:
+        return {
+            "gateway": "ssegate", "streams": 10, "complete": lost == 0, "lost": lost,
+            "duplicates": 0, "latency_ms": {"p99": p99}, "gateway_cpu_share": 0.5,
+            "gateway_us_per_message": 10.0, "client_cpu_share": 0.1,
+        }  # fmt: skip
+
+    [row] = summarize([case(10, 0), case(30, 2), case(20, 0)])
+    assert row["p99_ms_median"] == 20 and row["lost"] == 2 and not row["all_complete"]
