@@ -151,3 +151,22 @@ def test_relative_paths_resolve_against_the_config_directory(tmp_path: Path) -> 
 
     assert config.base_dir == str(tmp_path)
     assert config.bindings == {}
+
+
+def test_twelve_unset_variables_are_each_reported_once_at_their_own_path() -> None:
+    names = [f"UNSET_{n}" for n in range(12)]
+    bindings = "".join(
+        f"  tcp_{n}:\n    type: tcp\n    kind: server\n"
+        f"    options: {{host: 127.0.0.1, port: '${{{{env.{name}}}}}'}}\n"
+        for n, name in enumerate(names)
+    )
+    text = f"name: x\nbindings:\n{bindings}"
+
+    with pytest.raises(ConfigError) as exc:
+        load_config_text(text, env={})
+
+    assert messages(exc) == [
+        f"bindings.tcp_{n}.options.port: "
+        f"environment variable '{name}' is not set (line {6 + 4 * n})"
+        for n, name in enumerate(names)
+    ]

@@ -3,6 +3,13 @@
 The order is Zilla's: ``${{ env.NAME }}`` expressions are replaced in the raw text before the
 YAML is parsed, so a value may sit anywhere, quoted or not. Other ``${...}`` expressions
 (``${params.path}``, ``${guarded['jwt'].identity}``) belong to bindings and are left alone.
+Every other ``${{`` (``${{env.}}``, an unclosed ``${{env.WWW_DIR``) is an error, like an unset
+variable: each is replaced by a marker of its own (``ssegate-env-<nonce>-<n>-``) and reported at
+the YAML path where its marker lands; one inside a comment does not matter.
+
+Reading is bounded (:mod:`ssegate.config.yaml_reader`): the file's size, how deep values nest
+and how far aliases expand each have a limit, and a config over one is refused before it costs
+more than reading its text.
 
 Every failure is a :class:`ConfigError` naming where it is: the file, ``line 5, column 3`` for
 YAML syntax, or the dotted YAML path (``vaults.my_servers.options.keys.password``) for a value.
@@ -23,26 +30,37 @@ from ssegate.config.errors import ConfigError, ConfigErrors
 from ssegate.config.model import Config
 from ssegate.config.resolve import resolve
 from ssegate.config.validate import validate_document, yaml_path
+from ssegate.config.yaml_reader import DEFAULT_LIMITS, ConfigLimits, check_size, parse_yaml
 
-ENV_EXPRESSION = re.compile(r"\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-"""``${{env.NAME}}``, with optional spaces inside the braces."""
+ENV_EXPRESSION = re.compile(r"\$\{\{(?:\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\})?")
+"""``${{env.NAME}}``, with optional spaces inside the braces; a bare ``${{`` is malformed."""
+_MALFORMED_TEXT = re.compile(r"\$\{\{[^\n]*?(?:\}\}|$)", re.MULTILINE)
+"""What a malformed expression shows in its error: up to ``}}`` or the end of the line."""
+_MARKER = re.compile(r"ssegate-env-[0-9a-f]{8}-[0-9]+-")
+_SHOWN_CHARS = 80
 
 
-def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    limits: ConfigLimits = DEFAULT_LIMITS,
+) -> Config:
     """Read, check and resolve the config file at ``path``. Raises :class:`ConfigError`."""
     source = os.fspath(path)
     try:
         with open(source, "rb") as file:
-            raw = file.read()
+            raw = file.read(limits.max_bytes + 1)
     except OSError as exc:
         raise ConfigError(source, f"cannot read the config file: {exc.strerror or exc}") from None
+    check_size(len(raw), source, limits)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         message = f"the config file is not UTF-8 text (byte {exc.start})"
         raise ConfigError(source, message) from None
     base_dir = os.path.dirname(os.path.abspath(source))
-    return load_config_text(text, source=source, base_dir=base_dir, env=env)
+    return load_config_text(text, source=source, base_dir=base_dir, env=env, limits=limits)
 
 
 def load_config_text(
@@ -51,9 +69,10 @@ def load_config_text(
     source: str = "<config>",
     base_dir: str = ".",
     env: Mapping[str, str] | None = None,
+    limits: ConfigLimits = DEFAULT_LIMITS,
 ) -> Config:
     """Check and resolve a config given as text; ``source`` names it in messages."""
-    document = parse_document(text, source=source, env=env)
+    document = parse_document(text, source=source, env=env, limits=limits)
     validate_document(document)
     if any(b.get("type") == "asyncapi" for b in (document.get("bindings") or {}).values()):
         from ssegate.asyncapi.expand import expand_asyncapi
@@ -63,18 +82,23 @@ def load_config_text(
 
 
 def parse_document(
-    text: str, *, source: str = "<config>", env: Mapping[str, str] | None = None
+    text: str,
+    *,
+    source: str = "<config>",
+    env: Mapping[str, str] | None = None,
+    limits: ConfigLimits = DEFAULT_LIMITS,
 ) -> dict[str, Any]:
     """The YAML document as plain values, environment expressions substituted."""
-    substituted, unset = substitute_env(text, os.environ if env is None else env)
+    check_size(len(text.encode("utf-8", "surrogatepass")), source, limits)
+    substituted, problems = substitute_env(text, os.environ if env is None else env)
     try:
-        document = _parse_yaml(substituted)
+        document = parse_yaml(substituted, limits)
     except yaml.MarkedYAMLError as exc:
-        raise ConfigErrors([*_unset_by_line(unset), _syntax_error(exc)]) from None
+        raise ConfigErrors([*_problems_by_line(problems), _syntax_error(exc)]) from None
     except yaml.YAMLError as exc:
-        raise ConfigErrors([*_unset_by_line(unset), ConfigError("", str(exc))]) from None
-    if unset:
-        errors = _unset_in_document(document, unset)
+        raise ConfigErrors([*_problems_by_line(problems), ConfigError("", str(exc))]) from None
+    if problems:
+        errors = _problems_in_document(document, problems)
         if errors:
             raise ConfigErrors(errors)
     if document is None:
@@ -86,49 +110,57 @@ def parse_document(
 
 
 @dataclass(frozen=True, slots=True)
-class UnsetVariable:
-    """An ``${{env.NAME}}`` whose variable is not set; ``marker`` stands in for it in the text."""
+class EnvProblem:
+    """An ``${{...}}`` that cannot be substituted; ``marker`` stands in for it in the text."""
 
-    name: str
+    message: str
     line: int
     marker: str
 
 
-def substitute_env(text: str, env: Mapping[str, str]) -> tuple[str, list[UnsetVariable]]:
-    """Replace every ``${{env.NAME}}``; unset ones become unique markers so they can be located."""
-    unset: list[UnsetVariable] = []
+def substitute_env(text: str, env: Mapping[str, str]) -> tuple[str, list[EnvProblem]]:
+    """Replace every ``${{env.NAME}}``; unset and malformed ones become markers to locate.
+
+    An unset variable's marker takes the whole expression's place; a malformed expression's
+    marker takes only its ``${{``, so the text after it (an unclosed ``${{env.A`` has no end)
+    stays where it was.
+    """
+    problems: list[EnvProblem] = []
     nonce = secrets.token_hex(4)
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name in env:
+        if name is not None and name in env:
             return env[name]
-        line = text.count("\n", 0, match.start()) + 1
-        marker = f"ssegate-unset-{nonce}-{len(unset)}"
-        unset.append(UnsetVariable(name, line, marker))
+        if name is not None:
+            message = f"environment variable {name!r} is not set"
+        else:
+            shown = _MALFORMED_TEXT.match(text, match.start())
+            written = shown.group(0).strip() if shown else match.group(0)
+            if len(written) > _SHOWN_CHARS:
+                written = written[:_SHOWN_CHARS] + "..."
+            message = f"{written!r} is not an environment expression ${{{{env.NAME}}}}"
+        marker = f"ssegate-env-{nonce}-{len(problems)}-"
+        problems.append(EnvProblem(message, text.count("\n", 0, match.start()) + 1, marker))
         return marker
 
-    return ENV_EXPRESSION.sub(replace, text), unset
+    return ENV_EXPRESSION.sub(replace, text), problems
 
 
-def _unset_message(variable: UnsetVariable) -> str:
-    return f"environment variable {variable.name!r} is not set"
+def _problems_by_line(problems: list[EnvProblem]) -> list[ConfigError]:
+    return [ConfigError(f"line {p.line}", p.message) for p in problems]
 
 
-def _unset_by_line(unset: list[UnsetVariable]) -> list[ConfigError]:
-    return [ConfigError(f"line {v.line}", _unset_message(v)) for v in unset]
-
-
-def _unset_in_document(document: object, unset: list[UnsetVariable]) -> list[ConfigError]:
-    """Errors for the unset variables that reached a value; ones inside comments do not count."""
+def _problems_in_document(document: object, problems: list[EnvProblem]) -> list[ConfigError]:
+    """Errors for the problems whose marker reached a value; ones inside comments do not count."""
+    by_marker = {problem.marker: problem for problem in problems}
     errors = []
     for parts, value in _strings(document, []):
-        for variable in unset:
-            if variable.marker in value:
-                path = yaml_path(parts) or f"line {variable.line}"
-                errors.append(
-                    ConfigError(path, f"{_unset_message(variable)} (line {variable.line})")
-                )
+        for found in _MARKER.findall(value):
+            problem = by_marker.get(found)
+            if problem is not None:
+                path = yaml_path(parts) or f"line {problem.line}"
+                errors.append(ConfigError(path, f"{problem.message} (line {problem.line})"))
     return errors
 
 
@@ -151,30 +183,3 @@ def _syntax_error(exc: yaml.MarkedYAMLError) -> ConfigError:
     if exc.context and exc.context_mark and exc.context_mark is not mark:
         problem = f"{problem} ({exc.context} at line {exc.context_mark.line + 1})"
     return ConfigError(where, problem)
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key that appears twice in one mapping."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_seen: dict[object, yaml.Node] = {}
-        for key_node, _ in node.value:
-            if (
-                not isinstance(key_node, yaml.ScalarNode)
-                or key_node.tag == "tag:yaml.org,2002:merge"
-            ):
-                continue
-            key = self.construct_object(key_node)
-            if key in first_seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first at line {first_seen[key].start_mark.line + 1})",
-                    key_node.start_mark,
-                )
-            first_seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
-
-def _parse_yaml(text: str) -> object:
-    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
