@@ -6,6 +6,7 @@ contains the token.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
@@ -105,6 +108,75 @@ def test_an_expired_token_is_refused() -> None:
 def test_a_token_whose_nbf_is_in_the_future_is_refused() -> None:
     early = encode_token(key("ec"), claims(nbf=int(time.time()) + 30), kid="ec")
     assert rejected(early) == "token is not valid yet (nbf)"
+
+
+def test_a_token_issued_in_the_future_is_refused() -> None:
+    now = int(time.time())
+    future = encode_token(key("ec"), claims(iat=now + 3600), kid="ec")
+    assert rejected(future) == "token is issued in the future (iat)"
+    assert guard().authenticate(encode_token(key("ec"), claims(iat=now), kid="ec")).issued_at
+
+
+def test_iat_nbf_and_exp_share_the_one_clock_skew_leeway() -> None:
+    now = time.time()
+    policy = ClaimsPolicy(leeway=60)
+    assert policy.check(claims(iat=now + 59, nbf=now + 59, exp=now - 59), now).issued_at
+    with pytest.raises(TokenRejected, match="issued in the future"):
+        policy.check(claims(iat=now + 61), now)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=12,
+)
+HEADER = (
+    st.fixed_dictionaries({}, optional={name: JSON for name in ("alg", "kid", "typ", "crit")})
+    | JSON
+)
+CLAIMS = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            name: JSON | st.integers(min_value=-(10**400), max_value=10**400)
+            for name in ("exp", "nbf", "iat", "iss", "aud", "sub", "scope")
+        },
+    )
+    | JSON
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=HEADER, payload=CLAIMS)
+def test_any_header_and_claims_give_an_identity_or_a_rejection(
+    header: object, payload: object
+) -> None:
+    g = guard()
+    unsigned = f"{segment(header)}.{segment(payload)}.AAAA"
+    with pytest.raises(TokenRejected):
+        g.authenticate(unsigned)
+    if isinstance(payload, dict):
+        g = JwtGuard("g", g.keys, ClaimsPolicy())
+        with contextlib.suppress(TokenRejected):  # signed, so the claim checks run too
+            g.authenticate(encode_token(key("ec"), payload, kid="ec"))
+
+
+@pytest.mark.parametrize("opening", ["[", '{"a":'])
+@pytest.mark.parametrize("where", ["header", "claims"])
+def test_json_nested_past_the_limit_is_refused_before_parsing(opening: str, where: str) -> None:
+    deep = (opening * (5000 // len(opening))).encode()
+    parts = {"header": segment({"alg": "ES256", "kid": "ec"}), "claims": segment(claims())}
+    parts[where] = b64url_encode(deep)
+    reason = rejected(f"{parts['header']}.{parts['claims']}.AAAA")
+    assert reason == f"token {where} JSON nests deeper than 16 levels"
+
+
+def test_json_nested_to_the_limit_with_brackets_in_strings_is_parsed() -> None:
+    nested: object = "[{]}"
+    for _ in range(14):
+        nested = [nested]
+    signed = encode_token(key("ec"), claims(deep=nested), kid="ec")
+    assert guard().authenticate(signed).identity == "alice"
 
 
 def test_a_token_without_exp_is_refused() -> None:

@@ -4,13 +4,24 @@ A token is checked in this order, and the first failure is a :class:`TokenReject
 ``reason`` is safe to log and to send back (it never contains the token):
 
 1. shape (RFC 7515 compact form): at most :data:`MAX_TOKEN_BYTES`, three segments, each
-   base64url without padding, header and claims JSON objects;
+   base64url without padding, header and claims UTF-8 JSON objects nested at most
+   :data:`MAX_JSON_DEPTH` deep (checked before the JSON is parsed), without ``NaN`` or
+   ``Infinity``;
 2. header: ``alg`` is one of :data:`ALGORITHMS` (asymmetric only: ``none`` and ``HS*`` are
-   refused), ``kid`` is present, no ``crit`` extensions (none are understood, RFC 7515 §4.1.11);
+   refused), ``kid`` is a string of at most :data:`MAX_KID_CHARS`, ``typ`` (if any) a string, no
+   ``crit`` extensions (none are understood, RFC 7515 §4.1.11);
 3. key: ``kid`` names a known key (else ``unknown_kid`` is set, so the caller may refetch its
    key set) and the token's ``alg`` is the key's own ``alg`` (no algorithm confusion);
 4. signature;
-5. claims: ``iss`` and ``aud`` when the guard names them, ``exp`` (required) and ``nbf``.
+5. claims: the registered ones have their RFC 7519 types when present (``iss`` and ``sub``
+   strings, ``aud`` a string or a list of strings, ``exp``, ``nbf`` and ``iat`` finite numbers
+   of seconds no later than the year 9999); ``iss`` and ``aud`` match when the guard names
+   them; ``exp`` is required and not past, ``nbf`` not future, and ``iat`` not future either (a
+   token issued in the future is refused). The one clock-skew allowance,
+   :attr:`ClaimsPolicy.leeway`, applies to all three.
+
+Parsing is total: whatever the token holds, the outcome is an identity or a
+:class:`TokenRejected`, never another exception.
 
 :class:`JwtKey` is a public JWK made ready to verify (RSA for RS256/384/512 and PS256/384/512,
 EC P-256/P-384/P-521 for ES256/384/512, OKP Ed25519/Ed448 for EdDSA). :class:`ClaimsPolicy`
@@ -24,6 +35,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,7 +47,15 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, paddin
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 MAX_TOKEN_BYTES = 8192
+MAX_JSON_DEPTH = 16
+"""How deep the header's or the claims' JSON may nest (the object itself is level 1)."""
+MAX_KID_CHARS = 256
+MAX_TIME = 253402300799.0
+"""The latest ``exp``, ``nbf`` or ``iat`` taken: 9999-12-31T23:59:59Z."""
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+_SHOWN_CHARS = 40
 
 _HASHES: dict[str, Callable[[], hashes.HashAlgorithm]] = {
     "256": hashes.SHA256,
@@ -197,11 +217,38 @@ class ParsedToken:
         return str(self.header["alg"])
 
 
+def _shown(value: object) -> str:
+    """``value`` as a reason may quote it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def _nesting(text: str) -> int:
+    """How deep the JSON ``text`` nests (strings skipped); stops counting past the limit."""
+    depth = deepest = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+    return deepest
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _json_segment(segment: str, what: str) -> dict[str, Any]:
     try:
-        value = json.loads(b64url_decode(segment))
+        text = b64url_decode(segment).decode("utf-8")
     except ValueError:
-        raise TokenRejected(f"token {what} is not base64url JSON") from None
+        raise TokenRejected(f"token {what} is not base64url UTF-8") from None
+    if _nesting(text) > MAX_JSON_DEPTH:
+        raise TokenRejected(f"token {what} JSON nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError:  # also numbers of more digits than Python converts
+        raise TokenRejected(f"token {what} is not JSON") from None
     if not isinstance(value, dict):
         raise TokenRejected(f"token {what} is not a JSON object")
     return value
@@ -218,11 +265,15 @@ def parse_token(token: str) -> ParsedToken:
         raise TokenRejected("token is not three dot-separated segments")
     header = _json_segment(parts[0], "header")
     alg = header.get("alg")
-    if alg not in ALGORITHMS:
-        raise TokenRejected(f"token alg {alg!r} is not accepted (asymmetric algorithms only)")
+    if not isinstance(alg, str) or alg not in ALGORITHMS:
+        raise TokenRejected(f"token alg {_shown(alg)} is not accepted (asymmetric algorithms only)")
     kid = header.get("kid")
     if not isinstance(kid, str) or not kid:
         raise TokenRejected("token header has no kid")
+    if len(kid) > MAX_KID_CHARS:
+        raise TokenRejected(f"token kid is longer than {MAX_KID_CHARS} characters")
+    if "typ" in header and not isinstance(header["typ"], str):
+        raise TokenRejected("token typ is not a string")
     if "crit" in header:
         raise TokenRejected("token header has crit extensions, none are understood")
     claims = _json_segment(parts[1], "claims")
@@ -270,10 +321,29 @@ def _at_path(claims: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def _number(value: Any) -> float | None:
+def _time(claims: Mapping[str, Any], name: str) -> float | None:
+    """The time claim ``name`` in seconds, ``None`` when absent; refuses anything else."""
+    value = claims.get(name)
+    if value is None and name not in claims:
+        return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
+        if isinstance(value, int) and abs(value) <= MAX_TIME:
+            return float(value)
+        if isinstance(value, float) and math.isfinite(value) and abs(value) <= MAX_TIME:
+            return value
+    raise TokenRejected(f"token {name} is not a number of seconds up to the year 9999")
+
+
+def _check_types(claims: Mapping[str, Any]) -> None:
+    """Refuse registered claims of the wrong type (RFC 7519 §4.1)."""
+    for name in ("iss", "sub"):
+        if name in claims and not isinstance(claims[name], str):
+            raise TokenRejected(f"token {name} is not a string")
+    aud = claims.get("aud", "")
+    if not isinstance(aud, str) and not (
+        isinstance(aud, list) and all(isinstance(item, str) for item in aud)
+    ):
+        raise TokenRejected("token aud is not a string or a list of strings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,10 +357,11 @@ class ClaimsPolicy:
     attributes: dict[str, str] = field(default_factory=dict)
     """Attribute name → claim path."""
     leeway: float = 0.0
-    """Seconds of clock skew tolerated on ``exp`` and ``nbf``."""
+    """Seconds of clock skew tolerated on ``exp``, ``nbf`` and ``iat``."""
 
     def check(self, claims: Mapping[str, Any], now: float) -> JwtIdentity:
         """The identity the claims establish at ``now``; raises :class:`TokenRejected`."""
+        _check_types(claims)
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise TokenRejected("token iss is not the guard's issuer")
         if self.audience is not None:
@@ -298,17 +369,15 @@ class ClaimsPolicy:
             audiences = aud if isinstance(aud, list) else [aud]
             if self.audience not in audiences:
                 raise TokenRejected("token aud does not include the guard's audience")
-        exp = _number(claims.get("exp"))
+        exp, nbf, iat = _time(claims, "exp"), _time(claims, "nbf"), _time(claims, "iat")
         if exp is None:
             raise TokenRejected("token has no numeric exp")
         if now >= exp + self.leeway:
             raise TokenRejected("token has expired")
-        if "nbf" in claims:
-            nbf = _number(claims["nbf"])
-            if nbf is None:
-                raise TokenRejected("token nbf is not a number")
-            if now + self.leeway < nbf:
-                raise TokenRejected("token is not valid yet (nbf)")
+        if nbf is not None and now + self.leeway < nbf:
+            raise TokenRejected("token is not valid yet (nbf)")
+        if iat is not None and now + self.leeway < iat:
+            raise TokenRejected("token is issued in the future (iat)")
         identity = _at_path(claims, self.identity)
         if not isinstance(identity, str | int) or isinstance(identity, bool) or identity == "":
             raise TokenRejected(f"token has no {self.identity!r} claim")
@@ -322,7 +391,7 @@ class ClaimsPolicy:
             attributes=attributes,
             roles=roles_of(_at_path(claims, self.roles)),
             expires_at=exp,
-            issued_at=_number(claims.get("iat")),
+            issued_at=iat,
         )
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from ssegate.bindings.http.server import HttpServer, build
+from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
+from ssegate.guards.credentials import CredentialsLookup
+from ssegate.guards.jwt import TokenRejected
 from ssegate.telemetry.metrics import Metrics
 from support.http_servers import ScriptedHandler, read_h1_response, run, serve
 
@@ -143,6 +145,56 @@ def test_a_handler_that_raises_is_answered_500_with_one_log_line(
     assert NAME in failures[0].getMessage()
     assert failures[0].exc_info is None
     assert server.metrics.counter("stream.errors.sent", NAME) == 1
+
+
+class BrokenGuard:
+    """A guard that fails by raising, not by refusing; ``after_refetch`` asks for keys first."""
+
+    keys = None
+
+    def __init__(self, *, after_refetch: bool) -> None:
+        self.after_refetch = after_refetch
+
+    def authenticate(self, token: str) -> object:
+        if self.after_refetch:
+            raise TokenRejected("unknown kid", unknown_kid="rotated")
+        raise KeyError(token[:4])
+
+    def key_refresh(self) -> asyncio.Future[None]:
+        self.after_refetch = False
+        fetched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fetched.get_loop().call_later(0.01, fetched.set_result, None)
+        return fetched
+
+
+@pytest.mark.parametrize("after_refetch", [False, True], ids=["at-once", "after-key-refetch"])
+def test_a_guard_that_raises_is_answered_500_with_one_log_line_on_a_live_connection(
+    caplog: pytest.LogCaptureFixture, after_refetch: bool
+) -> None:
+    server, handler = _server()
+    lookup = CredentialsLookup.from_options(
+        {"credentials": {"headers": {"authorization": "Bearer {credentials}"}}}, "authorization"
+    )
+    guard = BrokenGuard(after_refetch=after_refetch)
+    server.authorization = [GuardCredentials("broken", guard, lookup)]
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for bearer in ["Authorization: Bearer abcdef\r\n", ""]:
+                writer.write(f"GET /echo HTTP/1.1\r\nHost: x\r\n{bearer}\r\n".encode())
+                answers.append((await read_h1_response(reader)).status)
+            writer.close()
+
+    answers: list[int] = []
+    with caplog.at_level(logging.ERROR):
+        run(scenario)
+    assert answers == [500, 200]  # the same connection answers the next request
+    failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage().split(" ", 1)[0] for r in failures] == ["http.dispatch_failed"]
+    assert "KeyError: 'abcd'" in failures[0].getMessage()
+    assert failures[0].exc_info is None
+    assert len(handler.requests) == 1
 
 
 def test_every_exchange_is_measured_when_it_closes() -> None:

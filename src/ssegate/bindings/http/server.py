@@ -14,8 +14,10 @@ to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that fails 
 answered 400 (413 for a body too large to check) naming what failed and the rule's config path,
 logged, counted in ``http.requests.invalid``, and never handed to the exit. Bodies arrive
 complete (the protocols buffer them up to ``HttpLimits.max_body_bytes``), so ``content`` is
-checked before the exit sees the request. A handler that raises becomes a 500 and one log line.
-Every exchange is measured and logged when its stream closes.
+checked before the exit sees the request. A handler that raises becomes a 500 and one log line,
+and so does any other exception on the way (a guard that fails other than by refusing the
+token, say): nothing a request causes escapes into the connection's protocol callbacks. Every
+exchange is measured and logged when its stream closes.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ class HttpServer:
     ) -> None:
         self.name = name
         self.authorization = authorization or []
+        self.credentials_hints = {entry.name: entry.lookup.hint() for entry in self.authorization}
+        """How to present each guard's credentials, for the body of a 401 or 403."""
         self.requests = requests
         """``options.requests``, compiled; ``None`` when the binding has none."""
         self.routes = routes
@@ -151,9 +155,12 @@ class HttpServer:
         self.connections.close_all()
 
     def dispatch(self, request: Request, body: bytes, stream: ResponseStream) -> None:
-        """Answer one request; never raises."""
+        """Answer one request; never raises (an unexpected exception is a 500 and a log line)."""
         observed = ObservedStream(stream, request, self.access)
         self._measure(request, body, observed)
+        self._answer_safely(request, observed, lambda: self._decide(request, body, observed))
+
+    def _decide(self, request: Request, body: bytes, observed: ObservedStream) -> None:
         preflight = self.access.preflight(request)
         if preflight is not None:
             status, headers = preflight
@@ -168,12 +175,46 @@ class HttpServer:
             self._route(request, body, observed)
             return
 
+        def resume() -> None:
+            self._authorize(request, may_wait=False)
+            self._route(request, body, observed)
+
         def keys_fetched(_: object) -> None:
             if not observed.closed:
-                self._authorize(request, may_wait=False)
-                self._route(request, body, observed)
+                self._answer_safely(request, observed, resume)
 
         waiting.add_done_callback(keys_fetched)
+
+    def _answer_safely(
+        self, request: Request, observed: ObservedStream, step: Callable[[], None]
+    ) -> None:
+        """Run ``step``; an exception it lets out (a failing guard, say) answers 500."""
+        try:
+            step()
+        except Exception as exc:
+            self._fail(request, observed, exc, "http.dispatch_failed")
+
+    def _fail(
+        self,
+        request: Request,
+        observed: ObservedStream,
+        exc: Exception,
+        event: str,
+        **context: object,
+    ) -> None:
+        """Log one line for ``exc`` and end the exchange: 500, or a reset once headers went."""
+        log.error(
+            event,
+            binding=self.name,
+            **context,
+            path=request.path,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+        self.metrics.inc("stream.errors.sent", self.name)
+        if observed.headers_sent:
+            observed.reset()
+        elif not observed.closed:
+            simple_response(observed, 500, b"internal error\n")
 
     def _route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
         match: RouteMatch | None = None
@@ -200,18 +241,7 @@ class HttpServer:
         try:
             handler.handle(request, body, observed)
         except Exception as exc:
-            log.error(
-                "http.handler_failed",
-                binding=self.name,
-                exit=match.route.exit,
-                path=request.path,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            self.metrics.inc("stream.errors.sent", self.name)
-            if observed.headers_sent:
-                observed.reset()
-            else:
-                simple_response(observed, 500, b"internal error\n")
+            self._fail(request, observed, exc, "http.handler_failed", exit=match.route.exit)
 
     def _refuse_invalid(
         self, request: Request, problem: RequestProblem, observed: ObservedStream
@@ -235,6 +265,7 @@ class HttpServer:
         token names a ``kid`` its guard does not hold yet and may fetch; else ``None``. The
         token itself is never logged.
         """
+        request.credentials_hints = self.credentials_hints
         for entry in self.authorization:
             token = entry.lookup.find(request)
             if token is None:
