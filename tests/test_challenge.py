@@ -231,7 +231,7 @@ def test_an_unanswered_stream_ends_at_exp(gateway: Gateway, http2: bool) -> None
 def test_answers_that_do_not_supersede_the_token_are_refused_and_the_stream_ends(
     gateway: Gateway,
 ) -> None:
-    async def scenario() -> tuple[list[int], float, float]:
+    async def scenario() -> tuple[list[httpx.Response], float, float]:
         first = token(ttl=3, scope="proxy:stream audit")
         exp = json_claims(first)["exp"]
         async with (
@@ -241,18 +241,22 @@ def test_answers_that_do_not_supersede_the_token_are_refused_and_the_stream_ends
         ):
             stream = await open_stream(client, gateway.url, first, stack)
             assert (await stream.next()).type == "challenge"
-            statuses = [
-                (await answer(client, gateway.url, fresh)).status_code
+            answers = [
+                await answer(client, gateway.url, fresh)
                 for fresh in (
                     token(ttl=1, scope="proxy:stream audit"),  # an earlier exp
                     token(ttl=8, scope="proxy:stream"),  # narrower roles
                     token(ttl=8, sub="mallory", scope="proxy:stream audit"),  # someone else
                 )
             ]
-            return statuses, exp, await stream.ended()
+            return answers, exp, await stream.ended()
 
-    statuses, exp, ended = asyncio.run(scenario())
-    assert statuses == [403, 403, 403]
+    answers, exp, ended = asyncio.run(scenario())
+    assert [response.status_code for response in answers] == [403, 403, 403]
+    assert answers[1].text == (
+        "guard 'authn_jwt' refused the token: the answer lacks roles audit;"
+        f" send one it accepts as {HOW_TO_SEND}\n"
+    )
     assert exp - 0.2 <= ended <= exp + 1.0
     assert gateway.logged("the answer lacks roles audit")
 
@@ -346,6 +350,12 @@ def encode_unsigned(header: dict[str, str], claims: dict[str, object]) -> str:
 FORGED = _forged()
 
 
+HOW_TO_SEND = (
+    '"Authorization: Bearer <token>" or ?access_token=<token> or the cookie "access_token=<token>"'
+)
+"""What a refusal says about where this gateway's http server reads the token."""
+
+
 @pytest.mark.parametrize("case", sorted(FORGED))
 def test_forged_and_stale_tokens_are_403_with_a_logged_reason(gateway: Gateway, case: str) -> None:
     async def scenario() -> httpx.Response:
@@ -358,6 +368,8 @@ def test_forged_and_stale_tokens_are_403_with_a_logged_reason(gateway: Gateway, 
     assert response.status_code == 403
     assert response.headers["www-authenticate"].startswith('Bearer realm="authn_jwt", error=')
     assert response.headers["content-type"].startswith("text/plain")
+    assert response.text.startswith("guard 'authn_jwt' refused the token: ")
+    assert response.text.endswith(f"; send one it accepts as {HOW_TO_SEND}\n")
     time.sleep(0.1)
     assert gateway.logged("guard.refused")
     assert not any(FORGED[case] in line for line in gateway.process.output)
@@ -375,6 +387,7 @@ def test_requests_without_credentials_are_401(gateway: Gateway, carrier: str) ->
     response = asyncio.run(scenario())
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == 'Bearer realm="authn_jwt"'
+    assert response.text == f"no credentials for guard 'authn_jwt': send {HOW_TO_SEND}\n"
 
 
 @pytest.mark.parametrize("carrier", ["query", "cookie"])

@@ -222,6 +222,16 @@ def test_events_need_a_token_with_the_proxy_stream_role(
     response = asyncio.run(scenario())
     assert response.status_code == status
     assert response.headers["www-authenticate"].startswith('Bearer realm="authn_jwt"')
+    how = '"Authorization: Bearer <token>" or ?access_token=<token>'  # as the example configures
+    expected = {
+        "": f"no credentials for guard 'authn_jwt': send {how}",
+        "scope": "guard 'authn_jwt' refused the token: token lacks roles proxy:stream;"
+        f" send one it accepts as {how}",
+    }
+    if token in expected:
+        assert response.text == expected[token] + "\n"
+    else:
+        assert response.text.startswith("guard 'authn_jwt' refused the token: ")
 
 
 def test_an_unreachable_upstream_is_502(stack: Stack) -> None:

@@ -101,6 +101,9 @@ def test_a_channel_the_document_secures_refuses_a_request_without_a_token(
 ) -> None:
     response = httpx.get(gateway.url("/sensors/s1/readings"), timeout=10)
     assert response.status_code == 401
+    assert response.text == (
+        "no credentials for guard 'authn_jwt': send \"Authorization: Bearer <token>\"\n"
+    )
 
 
 def test_a_path_the_document_does_not_describe_is_not_found(gateway: Gateway) -> None:

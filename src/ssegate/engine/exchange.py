@@ -13,7 +13,7 @@ client is the handler's policy to decide (the SSE server closes it past a limit)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import parse_qsl
@@ -41,6 +41,9 @@ class Request:
     """Parameters captured by route patterns on the way (``{path}`` → ``params['path']``)."""
     identities: dict[str, object] = field(default_factory=dict)
     """What guards established, by guard name (filled by the http server's authorization)."""
+    credentials_hints: Mapping[str, str] | None = None
+    """How to present each guard's credentials (``"Authorization: Bearer <token>"``), by guard
+    name, from the http server's ``options.authorization``: what a 401 or 403 tells the client."""
     connection_id: int = 0
     """Identifies the network connection; HTTP/2 streams of one connection share it."""
 

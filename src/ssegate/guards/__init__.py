@@ -5,7 +5,13 @@ left in ``request.identities[guard]``: a :class:`~ssegate.guards.jwt.JwtIdentity
 verified, a :class:`CredentialsRejected` (with the reason) when credentials were given but did
 not verify, nothing when there were none. :func:`check_guarded` turns that into the answer a
 guarded route gives, Zilla's way: **401** without credentials, **403** with bad credentials or
-without the roles the route names. The same check serves http, sse and sse-kafka routes.
+without the roles the route names. The same check serves http, sse and sse-kafka routes. The
+body of the answer names the guard and says how to present credentials, as the http server's
+``options.authorization`` configures them (``request.credentials_hints``)::
+
+    no credentials for guard 'authn_jwt': send "Authorization: Bearer <token>"
+    guard 'authn_jwt' refused the token: token has expired; send one it accepts as "Authorization:
+    Bearer <token>" or ?access_token=<token>
 """
 
 from __future__ import annotations
@@ -33,6 +39,19 @@ class Refusal:
     reason: str
     error: str | None = None
     """The RFC 6750 error code: ``invalid_token``, ``insufficient_scope``; none for 401."""
+
+    def body(self, request: Request) -> str:
+        """What the answer says: the guard, why, and how to send credentials it accepts."""
+        hint = (request.credentials_hints or {}).get(self.guard)
+        if self.status != 401:
+            told = f"guard '{self.guard}' refused the token: {self.reason}"
+            return f"{told}; send one it accepts as {hint}" if hint else told
+        if hint:
+            return f"no credentials for guard '{self.guard}': send {hint}"
+        return (
+            f"no credentials for guard '{self.guard}': the http server's options.authorization"
+            " does not say where to send them"
+        )
 
     def www_authenticate(self) -> str:
         """The ``www-authenticate`` value (RFC 6750 §3): no error code without credentials."""
@@ -80,6 +99,5 @@ def answer_refusal(
         path=request.path,
         remote=request.remote,
     )
-    body = ("unauthorized" if refusal.status == 401 else "forbidden") + f": {refusal.reason}\n"
     headers = [("www-authenticate", refusal.www_authenticate())]
-    simple_response(stream, refusal.status, body.encode(), headers)
+    simple_response(stream, refusal.status, f"{refusal.body(request)}\n".encode(), headers)

@@ -5,7 +5,8 @@ Each of ``cookies``, ``headers`` and ``query`` maps one name to a pattern holdin
 They are looked up in Zilla's order, cookie, then header, then query; the first one present
 whose value fits its pattern gives the credentials. A value that does not fit (``Basic ...``
 where ``Bearer {credentials}`` is expected) counts as absent. Header prefixes compare without
-regard to case (``bearer`` works as ``Bearer``).
+regard to case (``bearer`` works as ``Bearer``). :meth:`CredentialsLookup.hint` says the same to
+a client that sent none: ``"Authorization: Bearer <token>" or ?access_token=<token>``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ class _Template:
         found = value[len(self.prefix) : len(value) - len(self.suffix)].strip()
         return found or None
 
+    def shown(self) -> str:
+        """The pattern with ``<token>`` in place of ``{credentials}``."""
+        return f"{self.prefix}<token>{self.suffix}"
+
 
 @dataclass(frozen=True, slots=True)
 class CredentialsLookup:
@@ -73,6 +78,18 @@ class CredentialsLookup:
             header=_Template.parse(credentials.get("headers"), f"{where}.headers", lower_name=True),
             query=_Template.parse(credentials.get("query"), f"{where}.query", lower_name=False),
         )
+
+    def hint(self) -> str:
+        """How a client presents credentials here, for refusals: header, then query, then cookie."""
+        ways = []
+        if self.header is not None:
+            name = "-".join(part.capitalize() for part in self.header.name.split("-"))
+            ways.append(f'"{name}: {self.header.shown()}"')
+        if self.query is not None:
+            ways.append(f"?{self.query.name}={self.query.shown()}")
+        if self.cookie is not None:
+            ways.append(f'the cookie "{self.cookie.name}={self.cookie.shown()}"')
+        return " or ".join(ways)
 
     def find(self, request: Request) -> str | None:
         """The credentials ``request`` carries for this guard, or ``None``."""

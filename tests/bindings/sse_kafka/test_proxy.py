@@ -164,7 +164,11 @@ def test_a_path_no_route_matches_is_404(log: TopicLog) -> None:
 def test_a_guarded_route_refuses_requests_without_the_identity(log: TopicLog) -> None:
     p = proxy(route(log, guarded={"jwt": []}))
     sink = subscribe(p, "/events")
-    assert sink.failed is not None and sink.failed[0] == 401
+    assert sink.failed == (
+        401,
+        "no credentials for guard 'jwt': the http server's options.authorization"
+        " does not say where to send them",
+    )
 
 
 def test_dynamic_filters_from_the_path_pick_messages(log: TopicLog) -> None:

@@ -130,7 +130,7 @@ class SseKafkaProxy:
     ) -> Subscription:
         refusal = check_guarded(request.identities, route.guarded)
         if refusal is not None:
-            return self._refuse(sink, refusal.status, refusal.reason, request)
+            return self._refuse(sink, refusal.status, refusal.body(request), request)
         start: dict[int, int] = {}
         if last_event_id is not None:
             try:
