@@ -6,6 +6,8 @@ import asyncio
 import socket
 from collections.abc import Callable
 
+import pytest
+
 from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h1 import Http1Protocol
 from support.http_servers import ScriptedHandler, read_chunks, read_h1_response, run, serve
@@ -107,6 +109,31 @@ def test_malformed_header_is_answered_400_and_closed() -> None:
     data = run(scenario)
     assert data.startswith(b"HTTP/1.1 400 ")
     assert b"connection: close" in data
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"),
+    [
+        (b"GET /echo HTTP/1.1\r\n\r\n", b"an HTTP/1.1 request needs a Host header"),
+        (b"GET /echo HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", b"more than one Host header"),
+        (b"GET /echo HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", b"more than one Host header"),
+    ],
+    ids=["missing", "twice", "twice-in-http-1.0"],
+)
+def test_a_request_without_exactly_one_host_is_answered_400(head: bytes, reason: bytes) -> None:
+    handler = ScriptedHandler()
+
+    async def scenario() -> tuple[bytes, bytes]:
+        async with serve(_factory(handler)) as port:
+            refused = await _exchange(port, head)
+            served = await _exchange(port, b"GET /echo HTTP/1.0\r\n\r\n")  # 1.0 needs none
+            return refused, served
+
+    refused, served = run(scenario)
+    assert refused.startswith(b"HTTP/1.1 400 ")
+    assert refused.endswith(b"\r\n\r\n400 Bad Request: " + reason + b"\n")
+    assert served.startswith(b"HTTP/1.1 200 ") and served.endswith(b"\r\n\r\n/echo")
+    assert [r.target for r in handler.requests] == ["/echo"]
 
 
 def test_headers_over_16_kib_are_answered_431() -> None:

@@ -3,8 +3,9 @@
 Requests are answered strictly in order, one response at a time: pipelined requests wait in a
 queue (reading pauses when it is long) until the response before them has ended. A request that
 cannot be parsed is answered, in its turn, with the status it earned and the connection closes:
-400 for a malformed request line or header, 431 for a head over the header limit, 413 for a body
-over the body limit, 505 for an HTTP version other than 1.0 and 1.1.
+400 for a malformed request line or header, or for an HTTP/1.1 request without a ``Host`` header
+or any request with more than one (RFC 9112 §3.2), 431 for a head over the header limit, 413 for
+a body over the body limit, 505 for an HTTP version other than 1.0 and 1.1.
 
 A response without ``content-length`` that is not ended at once is sent chunked (close-delimited
 for an HTTP/1.0 client). Write backpressure follows the transport: ``pause_writing`` and
@@ -214,6 +215,7 @@ class Http1Protocol(asyncio.Protocol):
         self._head_bytes = 0
         self._in_head = False
         self._reject_status = 400
+        self._reject_reason = "request rejected"
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -237,7 +239,7 @@ class Http1Protocol(asyncio.Protocol):
             self.data_received(data[int(upgrade.args[0]) :])
             return
         except httptools.HttpParserCallbackError:
-            self._refuse(self._reject_status, "request rejected")
+            self._refuse(self._reject_status, self._reject_reason)
             return
         except httptools.HttpParserError as exc:
             message = str(exc)
@@ -304,13 +306,21 @@ class Http1Protocol(asyncio.Protocol):
         version = self._parser.get_http_version()
         if version not in ("1.0", "1.1"):
             self._reject(505)
+        hosts = 0
         for name, value in self._headers:
-            if name.lower() != b"content-length":
+            lower = name.lower()
+            if lower == b"host":
+                hosts += 1
+            if lower != b"content-length":
                 continue
             if not value.strip().isdigit():
                 self._reject(400)
             if int(value) > self._limits.max_body_bytes:
                 self._reject(413)
+        if hosts > 1:
+            self._reject(400, "more than one Host header")
+        if hosts == 0 and version == "1.1":
+            self._reject(400, "an HTTP/1.1 request needs a Host header")
 
     def on_body(self, body: bytes) -> None:
         self._body += body
@@ -358,8 +368,9 @@ class Http1Protocol(asyncio.Protocol):
         if self._head_bytes > self._limits.max_header_bytes:
             self._reject(431)
 
-    def _reject(self, status: int) -> None:
+    def _reject(self, status: int, reason: str = "request rejected") -> None:
         self._reject_status = status
+        self._reject_reason = reason
         raise _Rejected(status)
 
     def _refuse(self, status: int, reason: str) -> None:
