@@ -150,16 +150,55 @@ def test_methods_other_than_get_are_answered_405_with_no_body() -> None:
     assert source.subscriptions == []
 
 
+def as_received(text: str) -> str:
+    """A header value as the server edges hand it over: its UTF-8 bytes read as Latin-1."""
+    return text.encode().decode("latin-1")
+
+
 def test_last_event_id_over_254_bytes_is_rejected_with_400() -> None:
     source = RecordingSource()
     server = server_with(source)
-    stream = open_stream(server, get(headers={"last-event-id": "é" * 128}))  # 256 bytes
-    assert stream.status == 400
+    stream = open_stream(server, get(headers={"last-event-id": as_received("é" * 128)}))
+    assert stream.status == 400  # 256 bytes
     assert b"254 bytes" in stream.body
     assert source.subscriptions == []
-    accepted = open_stream(server, get(headers={"last-event-id": "é" * 127}))  # 254 bytes
-    assert accepted.status is None
+    assert server.metrics.counter("ssegate.sse.bad_last_event_ids", server.name) == 1
+    accepted = open_stream(server, get(headers={"last-event-id": as_received("é" * 127)}))
+    assert accepted.status is None  # 254 bytes
     assert source.last.last_event_id == "é" * 127
+
+
+def test_last_event_id_is_measured_in_the_bytes_received_and_read_as_utf_8() -> None:
+    source = RecordingSource()
+    server = server_with(source)
+    open_stream(server, get(headers={"last-event-id": as_received("日本" * 42) + "xx"}))
+    assert source.last.last_event_id == "日本" * 42 + "xx"  # 254 bytes, 86 characters
+    open_stream(server, get("/events?lastEventId=" + "%E6%97%A5" * 84 + "xx"))
+    assert source.last.last_event_id == "日" * 84 + "xx"
+    refused = open_stream(server, get("/events?lastEventId=" + "%E6%97%A5" * 85))
+    assert refused.status == 400  # 255 bytes
+    open_stream(server, get("/events?lastEventId=%ff%fe"))
+    assert source.last.last_event_id == "\ufffd\ufffd"
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        get("/events?lastEventId=1%0d%0aX-Injected:%20yes"),
+        get("/events?lastEventId=1%0aX"),
+        get("/events?lastEventId=1%00"),
+        get(headers={"last-event-id": "1\x00"}),
+    ],
+    ids=["crlf-query", "lf-query", "nul-query", "nul-header"],
+)
+def test_last_event_id_with_cr_lf_or_nul_is_rejected_with_400(request_: Request) -> None:
+    source = RecordingSource()
+    server = server_with(source)
+    stream = open_stream(server, request_)
+    assert stream.status == 400
+    assert stream.body == b"last event id holds CR, LF or NUL, which no SSE id can\n"
+    assert source.subscriptions == []
+    assert server.metrics.counter("ssegate.sse.bad_last_event_ids", server.name) == 1
 
 
 def test_lastEventId_query_parameter_over_254_bytes_is_rejected_with_400() -> None:

@@ -2,10 +2,10 @@
 
 :class:`SseServer` is the :class:`~ssegate.engine.exchange.HttpHandler` an http server route
 exits to. Per request it checks the method (GET only, else 405), picks a route by the path
-without its query (``when[].path`` globs, else 404), reads the resume position (the
-``last-event-id`` header wins over the ``lastEventId`` query parameter; more than 254 UTF-8
-bytes is a 400) and subscribes to the route's :class:`~ssegate.bindings.sse.source.SseSource`
-with a :class:`DownstreamStream` as the sink.
+without its query (``when[].path`` globs, else 404), reads the resume position
+(:mod:`ssegate.bindings.sse.last_event_id`: over 254 bytes, or holding CR, LF or NUL, is a 400,
+``sse.bad_last_event_id``, ``ssegate.sse.bad_last_event_ids``) and subscribes to the route's
+:class:`~ssegate.bindings.sse.source.SseSource` with a :class:`DownstreamStream` as the sink.
 
 A route with ``guarded`` refuses requests its guards do not accept (401/403, see
 :mod:`ssegate.guards`) and keeps the streams it opens authorized: challenge events before the
@@ -36,6 +36,7 @@ from typing import Any
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.authorization import AuthorizedStreams, StreamAuthorization
+from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
 from ssegate.bindings.sse.source import SseSource, Subscription
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding
@@ -48,7 +49,6 @@ from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
-MAX_LAST_EVENT_ID_BYTES = 254
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_MAX_BUFFERED = 1024 * 1024
 
@@ -360,14 +360,16 @@ class SseServer:
             self.metrics.inc("stream.errors.sent", self.name)
             answer_refusal(stream, refusal, binding=self.name, request=request)
             return
-        last_id = request.headers.get("last-event-id")
-        if last_id is None:
-            last_id = request.query_param("lastEventId")
-        if last_id is not None and len(last_id.encode()) > MAX_LAST_EVENT_ID_BYTES:
-            reason = f"last event id is longer than {MAX_LAST_EVENT_ID_BYTES} bytes"
-            log.warning("sse.bad_last_event_id", binding=self.name, remote=request.remote)
+        try:
+            last_id = last_event_id_of(request)
+        except BadLastEventId as exc:
+            reason = str(exc)
+            log.warning(
+                "sse.bad_last_event_id", binding=self.name, remote=request.remote, reason=reason
+            )
+            self.metrics.inc("ssegate.sse.bad_last_event_ids", self.name)
             self.metrics.inc("stream.errors.sent", self.name)
-            simple_response(stream, 400, reason.encode() + b"\n")
+            simple_response(stream, exc.status, reason.encode() + b"\n")
             return
         validator = next((v for p, v in self.validators if p.match(path) is not None), None)
         sink = DownstreamStream(self, stream, request.remote, validator)
