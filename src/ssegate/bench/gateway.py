@@ -135,6 +135,15 @@ class GatewayProcess:
     def sample(self) -> ProcessSample:
         return sample(self.pid)
 
+    def logged(self, text: str, timeout: float = 5.0) -> list[str]:
+        """Recent output lines holding ``text``, waiting up to ``timeout`` s for the first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line for line in list(self.output) if text in line]
+            if lines or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
+
     def stop(self) -> int | None:
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode

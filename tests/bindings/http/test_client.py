@@ -218,3 +218,142 @@ def test_unknown_version_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as caught:
         build(binding, Context(TcpClient("tcp", "h", 1)))  # type: ignore[arg-type]
     assert caught.value.path == "bindings.c.options.versions"
+
+
+def limited(port: int, versions: list[str], **options: int) -> HttpClient:
+    settings: dict[str, Any] = {
+        "versions": versions,
+        **{k.replace("_", "-"): v for k, v in options.items()},
+    }
+    binding = Binding("south_http_client", "http", "client", settings, exit="tcp")
+    return build(binding, Context(TcpClient("tcp", "127.0.0.1", port)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("versions", [["http/1.1"], ["h2"]], ids=["http/1.1", "h2"])
+@pytest.mark.parametrize(
+    "value", ["1\r\nx-injected: yes", "1\nx", "1\x00"], ids=["crlf", "lf", "nul"]
+)
+def test_a_header_value_with_cr_lf_or_nul_is_refused_before_a_byte_is_written(
+    versions: list[str], value: str
+) -> None:
+    async def scenario() -> None:
+        port, heads, server = await raw_server(b"HTTP/1.1 204 No Content\r\n\r\n")
+        recorder = Recorder()
+        http = limited(port, versions)
+        await http.open_stream("GET", "/", [("last-event-id", value)], **recorder.callbacks())
+        outcome = await recorder.outcome
+        assert outcome.startswith("error: header 'last-event-id' value ")
+        assert outcome.endswith("holds a character a field value may not (CR, LF, NUL, VT or FF)")
+        await asyncio.sleep(0.05)
+        assert heads == [] and recorder.status == 0
+        assert http.metrics.counter("ssegate.http.client.requests_refused", http.name) == 1
+        server.close()
+
+    run(scenario)
+
+
+def test_header_values_go_out_as_utf_8_without_the_spaces_around_them() -> None:
+    async def scenario() -> None:
+        port, heads, server = await raw_server(b"HTTP/1.1 204 No Content\r\n\r\n")
+        recorder = Recorder()
+        headers = [("last-event-id", " 日本\t"), ("x-empty", "  ")]
+        await client(port, ["http/1.1"]).open_stream("GET", "/", headers, **recorder.callbacks())
+        assert await recorder.outcome == "end"
+        assert "last-event-id: 日本\r\nx-empty: \r\n".encode() in heads[0]
+        server.close()
+
+    run(scenario)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+
+
+@pytest.mark.parametrize(
+    ("response", "outcome"),
+    [
+        (HEAD + b"x-big: " + b"v" * 2000 + b"\r\n\r\ndata:x\n\n", "over 1024 bytes"),
+        (HEAD + b"x-endless: " + b"v" * 4000, "over 1024 bytes"),
+        (HEAD + b"".join(b"x-%d: v\r\n" % n for n in range(5)) + b"\r\n", "over 5 header fields"),
+        (
+            b"HTTP/1.1 103 Early Hints\r\n" + b"link: v\r\n" * 5 + b"\r\n" + HEAD + b"\r\n",
+            "over 5 header fields",  # interim heads count too
+        ),
+    ],
+    ids=["one-read", "endless", "count", "count-with-1xx"],
+)
+def test_http11_response_head_over_a_limit_ends_the_stream(response: bytes, outcome: str) -> None:
+    async def scenario() -> None:
+        port, _, server = await raw_server(response)
+        recorder = Recorder()
+        http = limited(port, ["http/1.1"], max_head_bytes=1024, max_headers=5)
+        await http.open_stream("GET", "/", [], **recorder.callbacks())
+        assert await recorder.outcome == f"error: upstream response head is {outcome}"
+        assert recorder.status == 0
+        limit = "bytes" if "bytes" in outcome else "headers"
+        assert http.metrics.counter("ssegate.http.client.head_limit", http.name, limit=limit) == 1
+        server.close()
+
+    run(scenario)
+
+
+def test_http11_response_head_at_the_limits_is_read() -> None:
+    filler = b"x-f: " + b"v" * (1024 - len(HEAD) - len(b"x-f: \r\n\r\n") - len(b"x-n: 1\r\n") * 3)
+    response = HEAD + b"x-n: 1\r\n" * 3 + filler + b"\r\n\r\ndata:x\n\n"
+    assert len(response.split(b"\r\n\r\n")[0]) + 4 == 1024
+
+    async def scenario() -> None:
+        port, _, server = await raw_server(response, close=True)
+        recorder = Recorder()
+        http = limited(port, ["http/1.1"], max_head_bytes=1024, max_headers=5)
+        await http.open_stream("GET", "/", [], **recorder.callbacks())
+        assert await recorder.outcome == "end"
+        assert (recorder.status, recorder.body) == (200, b"data:x\n\n")
+        server.close()
+
+    run(scenario)
+
+
+class WideH2Server(H2Server):
+    """Answers every request with ``fields`` extra header fields of ``size`` bytes each."""
+
+    fields = 0
+    size = 1
+
+    def data_received(self, data: bytes) -> None:
+        for event in self.conn.receive_data(data):
+            if isinstance(event, h2.events.RequestReceived):
+                extra = [(f"x-{n}", "v" * self.size) for n in range(self.fields)]
+                self.conn.send_headers(event.stream_id, [(":status", "200"), *extra])
+        self.transport.write(self.conn.data_to_send())
+
+
+@pytest.mark.parametrize(
+    ("fields", "size", "outcome"),
+    [(6, 1, "over 5 header fields"), (1, 2000, "over 1024 bytes")],
+    ids=["count", "bytes"],
+)
+def test_h2_response_head_over_a_limit_ends_the_stream(
+    fields: int, size: int, outcome: str
+) -> None:
+    async def scenario() -> None:
+        WideH2Server.fields, WideH2Server.size = fields, size
+        server = await asyncio.get_running_loop().create_server(WideH2Server, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        recorder = Recorder()
+        http = limited(port, ["h2"], max_head_bytes=1024, max_headers=5)
+        await http.open_stream("GET", "/", [], **recorder.callbacks())
+        assert await recorder.outcome == f"error: upstream response head is {outcome}"
+        server.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("options", "path"),
+    [({"max-head-bytes": 0}, "max-head-bytes"), ({"max-headers": "100"}, "max-headers")],
+)
+def test_bad_head_limits_are_config_errors(options: dict[str, Any], path: str) -> None:
+    binding = Binding("c", "http", "client", options, exit="tcp")
+    with pytest.raises(ConfigError) as caught:
+        build(binding, Context(TcpClient("tcp", "h", 1)))  # type: ignore[arg-type]
+    assert caught.value.path == f"bindings.c.options.{path}"

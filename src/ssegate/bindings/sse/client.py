@@ -32,6 +32,8 @@ upstream's ``retry`` (else the binding's ``retry`` option, default 2000 ms; when
 set the first delay is capped at 500 ms so a restart is bridged quickly), doubles on every
 failed attempt up to 30 s, and is jittered down by up to half. On a reconnect, ``204`` ends the
 downstreams cleanly, ``5xx`` and connection failures are retried, anything else closes them.
+A request the http client refuses to send (a header value it may not carry) is not retried: it
+is answered ``400`` with the reason, or closes the downstreams once they are open.
 The upstream connection closes when its last downstream stream goes away.
 """
 
@@ -42,6 +44,7 @@ import random
 from typing import Any
 
 from ssegate.bindings.http.client import ClientStream, HttpClient
+from ssegate.bindings.http.request_head import RequestRefused
 from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse.upstream import FanoutMember, UpstreamFanout, UpstreamItem
 from ssegate.config.errors import ConfigError
@@ -253,6 +256,11 @@ class UpstreamSubscription:
 
     def _on_error(self, exc: Exception) -> None:
         self._stream = None
+        if isinstance(exc, RequestRefused):
+            self._accepted = False
+            self.fanout.fail(exc.status, f"upstream request refused: {exc}")
+            self._settle(_FINAL)
+            return
         self._settle(self._upstream_lost(f"upstream failed: {exc}"))
 
     def _drop_stream(self) -> None:
