@@ -158,6 +158,7 @@ def add_bench_parser(commands: Any) -> None:
         default=None,
         help="a source tree (a checkout of another commit) whose gateway runs the same cases",
     )
+    keyed.add_argument("--workers", type=int, default=1, help="gateway worker processes")
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -316,6 +317,7 @@ def _keyed(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         repeat=args.repeat,
         baseline_src=args.baseline_src,
+        workers=args.workers,
     )
     return _write(results, args.out)
 

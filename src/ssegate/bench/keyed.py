@@ -53,8 +53,11 @@ def run_keyed(
     repeat: int = 1,
     baseline_src: Path | None = None,
     broker_info: BrokerInfo | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s)."""
+    """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
+    ``workers`` gateway processes sharing the port (each holds the streams the kernel gives it
+    and reads the topic for them; the CPU figures add up all of them)."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
@@ -67,6 +70,7 @@ def run_keyed(
         "keys": keys,
         "partitions": partitions,
         "repeat": repeat,
+        "gateway_workers": workers,
         "baseline_src": str(baseline_src) if baseline_src else None,
         "cases": [],
     }
@@ -76,7 +80,7 @@ def run_keyed(
             topics = broker.create_topics(f"bench-keyed-{variant}", cases, partitions)
             with tempfile.TemporaryDirectory() as tmp:
                 ports = write_kafka_gateway_config(Path(tmp), broker.bootstrap, topics, keyed=True)
-                with GatewayProcess(ports.config, env=env) as gateway:
+                with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
                     plan = [count for count in streams for _ in range(repeat)]
                     for count, topic in zip(plan, topics, strict=True):
                         case = _case(gateway, ports.plain, broker.bootstrap, topic, count,

@@ -302,6 +302,20 @@ def test_keepalive_comment_is_sent_after_idle_time_only() -> None:
     assert len(sweep) == 0
 
 
+def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
+    clock = [100.0]
+    sweep = KeepaliveSweep(clock=lambda: clock[0])
+    source = RecordingSource()
+    server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
+    stream = open_stream(server)
+    source.last.sink.open()
+    source.last.resume_ids.append("AQIAFA==")
+    sweep.sweep(115.0)
+    assert stream.body == b"id:AQIAFA==\n\n"  # moves the client's last event id, fires nothing
+    sweep.sweep(130.0)
+    assert stream.body == b"id:AQIAFA==\n\n:\n\n"
+
+
 def test_keepalive_zero_turns_keepalives_off() -> None:
     sweep = KeepaliveSweep(clock=lambda: 0.0)
     source = RecordingSource()
@@ -341,20 +355,6 @@ def test_invalid_event_is_dropped_but_its_id_still_moves_the_cursor() -> None:
 
 def test_client_going_away_cancels_the_subscription() -> None:
     source = RecordingSource()
-def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
-    clock = [100.0]
-    sweep = KeepaliveSweep(clock=lambda: clock[0])
-    source = RecordingSource()
-    server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
-    stream = open_stream(server)
-    source.last.sink.open()
-    source.last.resume_ids.append("AQIAFA==")
-    sweep.sweep(115.0)
-    assert stream.body == b"id:AQIAFA==\n\n"  # moves the client's last event id, fires nothing
-    sweep.sweep(130.0)
-    assert stream.body == b"id:AQIAFA==\n\n:\n\n"
-
-
     stream = open_stream(server_with(source))
     source.last.sink.event("x")
     stream.peer_goes_away()
