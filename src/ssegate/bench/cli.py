@@ -159,6 +159,7 @@ def add_bench_parser(commands: Any) -> None:
         help="a source tree (a checkout of another commit) whose gateway runs the same cases",
     )
     keyed.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    keyed.add_argument("--plot", type=Path, default=None, help="PNG: CPU per message, p99")
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -307,7 +308,7 @@ def _kafka(args: argparse.Namespace) -> int:
 
 
 def _keyed(args: argparse.Namespace) -> int:
-    from ssegate.bench.keyed import run_keyed
+    from ssegate.bench.keyed import plot_keyed, run_keyed
 
     results = run_keyed(
         args.streams,
@@ -319,6 +320,8 @@ def _keyed(args: argparse.Namespace) -> int:
         baseline_src=args.baseline_src,
         workers=args.workers,
     )
+    if args.plot is not None:
+        results["plot"] = plot_keyed(results, args.plot)
     return _write(results, args.out)
 
 

@@ -239,3 +239,43 @@ def _brief(case: dict[str, Any]) -> dict[str, Any]:
     keep = ("gateway", "streams", "owed", "received", "lost", "duplicates", "complete",
             "gateway_cpu_share", "client_cpu_share")  # fmt: skip
     return {**{k: case[k] for k in keep}, "p99_ms": case["latency_ms"].get("p99")}
+
+
+def plot_keyed(results: dict[str, Any], path: Path) -> str:
+    """Two panels per gateway: gateway CPU per produced message, and p99, against streams."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no plot: matplotlib is not installed (pip install matplotlib)"
+    figure, (cost, tail) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = {"ssegate": "tab:blue", "baseline": "tab:grey"}
+    for gateway in sorted({row["gateway"] for row in results["summary"]}):
+        rows = [row for row in results["summary"] if row["gateway"] == gateway]
+        streams = [row["streams"] for row in rows]
+        label = gateway if gateway == "ssegate" else f"before ({results['baseline_src']})"
+        cost.plot(streams, [row["gateway_us_per_message_median"] for row in rows], marker="o",
+                  color=colours.get(gateway), label=label)  # fmt: skip
+        tail.plot(streams, [row["p99_ms_median"] for row in rows], marker="o",
+                  color=colours.get(gateway), label=label)  # fmt: skip
+        for row in rows:
+            if not row["all_complete"]:
+                tail.annotate("loss", (row["streams"], row["p99_ms_median"] or 0), color="red")
+    rate = f"{results['rate']:g} msg/s over {results['keys']:,} keys"
+    cost.set_title(f"gateway CPU per produced message ({rate})")
+    cost.set_ylabel("µs of gateway CPU per message")
+    tail.set_title("p99 produce → receive (median of runs)")
+    tail.set_ylabel("ms")
+    for axes in (cost, tail):
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("streams, each filtering on its own key")
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"plot written to {path}"
