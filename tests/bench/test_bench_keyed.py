@@ -15,7 +15,11 @@ def test_keyed_scenario_delivers_each_stream_exactly_the_messages_of_its_key(
     kafka_broker: BrokerInfo,
 ) -> None:
     # 40 keys, 20 with a stream: about half of what is produced is owed to somebody
-    result = run_keyed([20], rate=200.0, duration=1.0, keys=40, broker_info=kafka_broker)
+    result = run_keyed(
+        [20], rate=200.0, duration=1.0, keys=40, broker_info=kafka_broker,
+        default_offset="live", rss_every=0.25,
+    )  # fmt: skip
+    assert result["default_offset"] == "live"
     [case] = result["cases"]
     assert (case["opened"], case["failed"]) == (20, 0)
     assert case["produced"] == 200
@@ -23,6 +27,7 @@ def test_keyed_scenario_delivers_each_stream_exactly_the_messages_of_its_key(
     assert case["received"] == case["owed"]
     assert (case["lost"], case["duplicates"], case["gaps"]) == (0, 0, 0)
     assert case["complete"] and case["latency_ms"]["p99"] is not None
+    assert len(case["rss_mib_samples"]) >= 2 and "rss_growth_after_first_fifth" in case
     [row] = result["summary"]
     assert row["all_complete"] and row["runs"] == 1
 

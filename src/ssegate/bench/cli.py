@@ -160,6 +160,10 @@ def add_bench_parser(commands: Any) -> None:
     )
     keyed.add_argument("--workers", type=int, default=1, help="gateway worker processes")
     keyed.add_argument("--plot", type=Path, default=None, help="PNG: CPU per message, p99")
+    keyed.add_argument("--default-offset", choices=["historical", "live"], default=None)
+    keyed.add_argument(
+        "--rss-every", type=float, default=0.0, help="sample the gateway's RSS every S s (soak)"
+    )
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -319,6 +323,8 @@ def _keyed(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         baseline_src=args.baseline_src,
         workers=args.workers,
+        default_offset=args.default_offset,
+        rss_every=args.rss_every,
     )
     if args.plot is not None:
         results["plot"] = plot_keyed(results, args.plot)

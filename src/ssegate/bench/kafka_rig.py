@@ -138,10 +138,12 @@ def write_kafka_gateway_config(
     guard_keys: list[dict[str, str]] | None = None,
     model: str = "none",
     keyed: bool = False,
+    default_offset: str | None = None,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
     every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
-    ``/{topic}/{key}`` instead: each stream filtered on the message key from its path."""
+    ``/{topic}/{key}`` instead: each stream filtered on the message key from its path.
+    ``default_offset`` sets every topic's ``defaultOffset`` (with no model only)."""
     from ssegate.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -164,6 +166,11 @@ def write_kafka_gateway_config(
             f"            - {GUARD_ROLE}\n        exit: north_sse_kafka_mapping\n"
         )
     catalogs, client_options, server_topics = _topic_models(model, topics)
+    if default_offset is not None:
+        if model != "none":
+            raise ValueError("default_offset goes with model 'none'")
+        entries = [{"name": topic, "defaultOffset": default_offset} for topic in topics]
+        server_topics = f"      topics: {json.dumps(entries)}\n"
     config = workdir / "zilla.yaml"
     config.write_text(
         f"""\

@@ -28,6 +28,7 @@ import math
 import random
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,10 +55,14 @@ def run_keyed(
     baseline_src: Path | None = None,
     broker_info: BrokerInfo | None = None,
     workers: int = 1,
+    default_offset: str | None = None,
+    rss_every: float = 0.0,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
     ``workers`` gateway processes sharing the port (each holds the streams the kernel gives it
-    and reads the topic for them; the CPU figures add up all of them)."""
+    and reads the topic for them; the CPU figures add up all of them). ``default_offset`` sets
+    the topics' ``defaultOffset``; ``rss_every`` samples the gateway's RSS that often while
+    producing (a soak: does memory stay flat?)."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
@@ -71,6 +76,7 @@ def run_keyed(
         "partitions": partitions,
         "repeat": repeat,
         "gateway_workers": workers,
+        "default_offset": default_offset or "historical",
         "baseline_src": str(baseline_src) if baseline_src else None,
         "cases": [],
     }
@@ -79,12 +85,14 @@ def run_keyed(
         for variant, env in variants:
             topics = broker.create_topics(f"bench-keyed-{variant}", cases, partitions)
             with tempfile.TemporaryDirectory() as tmp:
-                ports = write_kafka_gateway_config(Path(tmp), broker.bootstrap, topics, keyed=True)
+                ports = write_kafka_gateway_config(
+                    Path(tmp), broker.bootstrap, topics, keyed=True, default_offset=default_offset
+                )
                 with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
                     plan = [count for count in streams for _ in range(repeat)]
                     for count, topic in zip(plan, topics, strict=True):
                         case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
-                                     rate, duration, keys)  # fmt: skip
+                                     rate, duration, keys, rss_every)  # fmt: skip
                         case["gateway"] = variant
                         results["cases"].append(case)
                         print(json.dumps(_brief(case)), flush=True)
@@ -101,6 +109,7 @@ def _case(
     rate: float,
     duration: float,
     keys: int,
+    rss_every: float = 0.0,
 ) -> dict[str, Any]:
     clients = [
         HeldStreams(port, max_streams=STREAMS_PER_CLIENT + 100, concurrency=128)
@@ -123,7 +132,9 @@ def _case(
         for client in clients:
             client.report()  # forget anything counted while opening
         before = gateway.sample()
+        rss = _RssSamples(gateway, rss_every)
         produced, owed = _produce_keyed(bootstrap, topic, rate, duration, keys, count)
+        rss.stop()
         time.sleep(DRAIN_SECONDS)
         after = gateway.sample()
         deliveries = [client.report() for client in clients]
@@ -159,7 +170,42 @@ def _case(
         "gateway_us_per_message": round(gateway_cpu * 1e6 / max(1, produced), 1),
         "gateway_rss_mib": round(after.rss_bytes / 2**20, 1),
         "client_cpu_share": round(sum(d.cpu_seconds for d in deliveries) / window, 3),
+        **rss.summary(),
     }
+
+
+class _RssSamples:
+    """The gateway's RSS every ``every`` seconds from a thread, until :meth:`stop`."""
+
+    def __init__(self, gateway: GatewayProcess, every: float) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if every > 0:
+            started = time.monotonic()
+
+            def run() -> None:
+                while not self._stop.wait(every):
+                    mib = gateway.sample().rss_bytes / 2**20
+                    self.samples.append((round(time.monotonic() - started, 1), round(mib, 1)))
+
+            self._thread = threading.Thread(target=run, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def summary(self) -> dict[str, Any]:
+        """The samples, and the growth from the first one past the first fifth of the run."""
+        if not self.samples:
+            return {}
+        settled = self.samples[len(self.samples) // 5][1]
+        return {
+            "rss_mib_samples": self.samples,
+            "rss_growth_after_first_fifth": round(self.samples[-1][1] / settled - 1, 3),
+        }
 
 
 def _produce_keyed(
