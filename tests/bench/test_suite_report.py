@@ -119,3 +119,16 @@ def test_the_page_puts_each_figure_beside_its_target_and_lists_the_steps() -> No
     assert "| RSS per idle plain connection ≤ 4 KiB | 2.1 KiB (2,179 B) | **met** |" in page
     assert "| fanout | not available | 0 | no 'fanout' scenario |" in page
     assert "| idle | plain_bytes_per_connection | 2,179 |" in page
+
+
+def test_the_keyed_target_needs_every_run_complete_as_well_as_the_figures() -> None:
+    from ssegate.bench.suite_report import _keyed
+
+    row = {
+        "gateway": "ssegate", "streams": 19_000, "runs": 3, "all_complete": True, "lost": 0,
+        "duplicates": 0, "p99_ms_median": 60.0, "gateway_cpu_share_median": 0.1,
+    }  # fmt: skip
+    assert _keyed({"rate": 1000.0, "summary": [row]}).status == "met"
+    lossy = {**row, "all_complete": False, "lost": 3}
+    assert _keyed({"rate": 1000.0, "summary": [lossy]}).status == "missed"
+    assert _keyed({"rate": 1000.0, "summary": [{**row, "streams": 1000}]}).status == "not measured"

@@ -167,6 +167,33 @@ def _over_kafkasse(result: dict[str, Any]) -> Verdict:
     return Verdict(shown, NOT_MEASURED, "KafkaSSE was not run at 1,000 clients")
 
 
+KEYED_STREAMS = 19_000
+"""20,000 in the target; one process may hold 20,000 open files here, its own included."""
+
+
+def _keyed(result: dict[str, Any]) -> Verdict:
+    """20,000 key-filtered streams at 1,000 msg/s: complete, p99 ≤ 100 ms, CPU ≤ 50 %."""
+    rows = [
+        row
+        for row in result.get("summary", [])
+        if row.get("gateway") == "ssegate" and (row.get("streams") or 0) >= KEYED_STREAMS
+    ]
+    if not rows:
+        return Verdict("—", NOT_MEASURED, f"no case with {KEYED_STREAMS:,} streams")
+    row = max(rows, key=lambda r: r["streams"])
+    rate = number(result.get("rate")) or 0
+    p99 = number(row.get("p99_ms_median"))
+    cpu = number(row.get("gateway_cpu_share_median"))
+    note = (
+        f"{row['streams']:,} streams, {rate:,.0f} msg/s, median of {row.get('runs')} run(s);"
+        f" lost {row.get('lost')}, duplicated {row.get('duplicates')}"
+    )
+    if rate < 1000 or p99 is None or cpu is None:
+        return Verdict("—", NOT_MEASURED, note + ": below 1,000 msg/s or no figures")
+    ok = bool(row.get("all_complete")) and p99 <= 100 and cpu <= 0.5
+    return Verdict(f"p99 {p99:,.0f} ms, CPU {cpu:.0%} of a core", _status(ok), note)
+
+
 LIGHT = "p99 ≤ 20 ms at light load (100 clients, 100 events/s)"
 
 TARGETS: tuple[Target, ...] = (
@@ -190,6 +217,11 @@ TARGETS: tuple[Target, ...] = (
         _over_mercure("memory_per_idle_connection", better_above=False),
     ),
     Target(f"≥ 10{TIMES} KafkaSSE's delivered events/s at 1,000 clients", "kafka", _over_kafkasse),
+    Target(
+        "20,000 key-filtered streams at 1,000 msg/s: none lost, p99 ≤ 100 ms, CPU ≤ 50 %",
+        "keyed",
+        _keyed,
+    ),
 )
 
 
