@@ -325,6 +325,7 @@ def _keyed(args: argparse.Namespace) -> int:
         workers=args.workers,
         default_offset=args.default_offset,
         rss_every=args.rss_every,
+        progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
     if args.plot is not None:
         results["plot"] = plot_keyed(results, args.plot)
@@ -374,6 +375,13 @@ def _without_histograms(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_histograms(v) for v in value]
     return value
+
+
+def _save(partial: dict[str, Any], out: Path) -> None:
+    """What a long scenario has measured so far, beside where its result will go."""
+    path = out.with_name(out.name + ".partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(partial, indent=2) + "\n")
 
 
 def _write(results: dict[str, Any], out: Path | None) -> int:

@@ -30,6 +30,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,14 @@ def run_keyed(
     workers: int = 1,
     default_offset: str | None = None,
     rss_every: float = 0.0,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
     ``workers`` gateway processes sharing the port (each holds the streams the kernel gives it
     and reads the topic for them; the CPU figures add up all of them). ``default_offset`` sets
     the topics' ``defaultOffset``; ``rss_every`` samples the gateway's RSS that often while
-    producing (a soak: does memory stay flat?)."""
+    producing (a soak: does memory stay flat?). ``progress`` gets the results so far after
+    every case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
@@ -80,22 +83,23 @@ def run_keyed(
         "baseline_src": str(baseline_src) if baseline_src else None,
         "cases": [],
     }
-    cases = len(streams) * repeat
-    with BenchBroker(broker_info) as broker:
-        for variant, env in variants:
-            topics = broker.create_topics(f"bench-keyed-{variant}", cases, partitions)
-            with tempfile.TemporaryDirectory() as tmp:
+    plan = [count for count in streams for _ in range(repeat)]
+    with BenchBroker(broker_info) as broker, tempfile.TemporaryDirectory() as tmp:
+        for count in plan:
+            for variant, env in variants:  # side by side: each case on both, in turn
+                (topic,) = broker.create_topics(f"bench-keyed-{variant}", 1, partitions)
                 ports = write_kafka_gateway_config(
-                    Path(tmp), broker.bootstrap, topics, keyed=True, default_offset=default_offset
+                    Path(tmp), broker.bootstrap, [topic], keyed=True, default_offset=default_offset
                 )
+                # a fresh gateway per case: one that fell behind cannot slow the next case
                 with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
-                    plan = [count for count in streams for _ in range(repeat)]
-                    for count, topic in zip(plan, topics, strict=True):
-                        case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
-                                     rate, duration, keys, rss_every)  # fmt: skip
-                        case["gateway"] = variant
-                        results["cases"].append(case)
-                        print(json.dumps(_brief(case)), flush=True)
+                    case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
+                                 rate, duration, keys, rss_every)  # fmt: skip
+                case["gateway"] = variant
+                results["cases"].append(case)
+                print(json.dumps(_brief(case)), flush=True)
+                if progress is not None:
+                    progress(results)
     results["summary"] = summarize(results["cases"])
     return results
 
