@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from ssegate.bindings.http.connection import HttpLimits
+from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
@@ -235,3 +237,36 @@ def test_an_exit_that_cannot_answer_http_is_a_config_error() -> None:
     ctx = FakeContext({"app": object()})
     with pytest.raises(ConfigError, match="cannot answer HTTP requests"):
         build(_binding(), ctx)  # type: ignore[arg-type]
+
+
+def test_http2_options_become_the_connection_limits_and_the_rest_keep_their_defaults() -> None:
+    server, _ = _server(
+        {
+            "http2": {
+                "frames-per-second": {"ping": 5, "rst-stream": 7},
+                "frame-burst": 3,
+                "max-unread-acks": 10,
+                "request-timeout": 2.5,
+            }
+        }
+    )
+    assert server.limits.frames == FrameBudgets(ping=5, rst_stream=7, burst=3)
+    assert (server.limits.max_unread_acks, server.limits.request_timeout) == (10, 2.5)
+    assert _server()[0].limits == HttpLimits()
+
+
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [
+        ({"request-timeout": 0}, "request-timeout"),
+        ({"frames-per-second": {"ping": -1}}, "frames-per-second.ping"),
+        ({"frame-burst": "lots"}, "frame-burst"),
+        ({"max-unread-acks": 1.5}, "max-unread-acks"),
+    ],
+)
+def test_bad_http2_options_are_a_config_error_with_their_path(
+    options: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        _server({"http2": options})
+    assert raised.value.path == f"bindings.{NAME}.options.http2.{where}"

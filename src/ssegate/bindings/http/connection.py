@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
+from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.engine.exchange import Request, ResponseStream
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
@@ -81,6 +82,13 @@ class HttpLimits:
     """HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``."""
     initial_window_size: int = 1 << 20
     """HTTP/2 receive window per stream and for the connection."""
+    frames: FrameBudgets = field(default_factory=FrameBudgets)
+    """HTTP/2 frames of each kind a connection may send per second; past it, GOAWAY."""
+    max_unread_acks: int = 1000
+    """HTTP/2 PING and SETTINGS acknowledgements queued while the peer reads nothing (the
+    connection's write buffer is over its high-water mark); one more closes the connection."""
+    request_timeout: float = 10.0
+    """Seconds an HTTP/2 request may take to end its stream before it is reset (CANCEL)."""
 
 
 class HttpConnectionProtocol(asyncio.Protocol):
@@ -175,11 +183,14 @@ class HttpConnectionProtocol(asyncio.Protocol):
         self._cancel_sniff_timer()
         inner: asyncio.Protocol
         if http2:
+            registry = self._registry
             inner = H2Protocol(
                 self._dispatch,
                 self._limits,
                 scheme=self._scheme,
                 connection_id=self._connection_id,
+                binding=registry.name if registry is not None else "",
+                metrics=registry.metrics if registry is not None else None,
             )
         else:
             inner = Http1Protocol(

@@ -1,8 +1,12 @@
 """HTTP/2 on one connection: the ``h2`` state machine in, one :class:`H2ResponseStream` per stream.
 
-A request is dispatched when its stream ends (bodies are small). Response data waits in a queue
-per stream while the peer's flow-control window is closed and moves on when a WINDOW_UPDATE or a
-larger ``SETTINGS_INITIAL_WINDOW_SIZE`` opens it; while the transport is paused nothing moves.
+A request is dispatched when its stream ends (bodies are small); one that has not ended within
+``HttpLimits.request_timeout`` is reset with CANCEL. A stream opened past
+``SETTINGS_MAX_CONCURRENT_STREAMS`` is refused with ``RST_STREAM(REFUSED_STREAM)`` and the
+connection goes on (RFC 9113 §5.1.2), where ``h2`` alone would end it. Response data waits in a
+queue per stream while the peer's flow-control window is closed and moves on when a
+WINDOW_UPDATE or a larger ``SETTINGS_INITIAL_WINDOW_SIZE`` opens it; while the transport is
+paused nothing moves.
 
 DATA frames of open streams skip the ``h2`` library's per-frame path
 (:mod:`ssegate.bindings.http.h2_frames`). Writes are coalesced: every frame produced while one
@@ -10,12 +14,19 @@ DATA frames of open streams skip the ``h2`` library's per-frame path
 by handlers at other times are written by one flush per event-loop iteration. Connection errors
 (``h2`` raises them carrying their error code) send GOAWAY and close; a response is abandoned
 with ``RST_STREAM(NO_ERROR)``.
+
+What a peer sends is held to the frame budgets of :mod:`ssegate.bindings.http.h2_floods` before
+``h2`` sees it: the first frame over its kind's budget ends the connection with GOAWAY
+``ENHANCE_YOUR_CALM``, as does a peer that keeps sending PINGs or SETTINGS while it reads nothing
+(more than ``max_unread_acks`` acknowledgements queued while writing is paused); each is one
+``http.h2.flood`` log line and a count in ``ssegate.http2.floods{kind}``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
@@ -27,18 +38,34 @@ import h2.exceptions
 import h2.settings
 from h2.errors import ErrorCodes
 
+from ssegate.bindings.http.h2_floods import RST_STREAM, WRITE_BACKLOG, InboundFrames
 from ssegate.bindings.http.h2_frames import append_data_frame
-from ssegate.bindings.http.timer import ConnectionTimer, linger_close
+from ssegate.bindings.http.timer import ConnectionTimer, RequestDeadlines, linger_close
 from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
 
 if TYPE_CHECKING:
     from ssegate.bindings.http.connection import Dispatch, HttpLimits
+    from ssegate.telemetry.metrics import Metrics
 
 _CONNECTION_SPECIFIC = frozenset(
     {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
 )
 _DEFAULT_WINDOW = 65535
+
+
+class _LocalSettings(h2.settings.Settings):
+    """The settings sent to the peer, with ``SETTINGS_MAX_CONCURRENT_STREAMS`` left to
+    :class:`H2Protocol` to enforce: ``h2`` answers a stream over it with a connection error
+    (GOAWAY), where RFC 9113 §5.1.2 asks for a stream error."""
+
+    @property
+    def max_concurrent_streams(self) -> int:
+        return 2**31
+
+    @max_concurrent_streams.setter
+    def max_concurrent_streams(self, value: int) -> None:
+        self[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = value
 
 
 class H2ResponseStream:
@@ -151,11 +178,15 @@ class H2Protocol(asyncio.Protocol):
         *,
         scheme: str = "https",
         connection_id: int = 0,
+        binding: str = "",
+        metrics: Metrics | None = None,
     ) -> None:
         self._dispatch = dispatch
         self._limits = limits
         self._scheme = scheme
         self._connection_id = connection_id
+        self._binding = binding
+        self._metrics = metrics
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
         self._conn = h2.connection.H2Connection(config=config)
         self._transport: asyncio.Transport | None = None
@@ -167,6 +198,10 @@ class H2Protocol(asyncio.Protocol):
         self._write_paused = False
         self._closed = False
         self._timer = ConnectionTimer()
+        self._frames = InboundFrames(limits.frames, limits.max_header_bytes)
+        self._unread_acks = 0
+        """PING and SETTINGS acknowledgements queued since writing was last paused."""
+        self._deadlines = RequestDeadlines(limits.request_timeout, self._request_overdue)
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -177,7 +212,7 @@ class H2Protocol(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self._remote = f"{peer[0]}:{peer[1]}"
         codes = h2.settings.SettingCodes
-        self._conn.local_settings = h2.settings.Settings(
+        self._conn.local_settings = _LocalSettings(
             client=False,
             initial_values={
                 codes.MAX_CONCURRENT_STREAMS: self._limits.max_concurrent_streams,
@@ -196,10 +231,27 @@ class H2Protocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        frames = self._frames
+        flood = frames.scan(data, time.monotonic())
+        if self._write_paused and frames.acks_owed:
+            self._unread_acks += frames.acks_owed
+            if self._unread_acks > self._limits.max_unread_acks:
+                self._abandon()
+                return
+        if flood is not None:
+            data = data[: flood.offset]
+        if data and not self._receive(data):
+            return
+        if flood is not None and not self._closed:
+            self._calm_down(flood.kind)
+
+    def _receive(self, data: bytes) -> bool:
+        """Hand ``data`` to ``h2`` and handle its events; False when that ended the connection."""
         self._receiving = True
         try:
-            events = self._conn.receive_data(data)
-            for event in events:
+            for event in self._conn.receive_data(data):
+                if self._closed:
+                    break
                 self._handle(event)
         except h2.exceptions.ProtocolError as exc:
             # h2 has already queued GOAWAY with the error's code.
@@ -207,10 +259,11 @@ class H2Protocol(asyncio.Protocol):
             self._receiving = False
             self._flush()
             self._close_transport()
-            return
+            return False
         finally:
             self._receiving = False
         self._flush()
+        return True
 
     def eof_received(self) -> bool | None:
         return None
@@ -218,6 +271,7 @@ class H2Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._cancel_idle()
+        self._deadlines.cancel()
         self._requests.clear()
         streams, self._streams = self._streams, {}
         for stream in streams.values():
@@ -228,6 +282,7 @@ class H2Protocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._unread_acks = 0
         for stream in list(self._streams.values()):
             self.pump(stream)
         self._schedule_flush()
@@ -272,6 +327,8 @@ class H2Protocol(asyncio.Protocol):
                 if data:
                     if end or not append_data_frame(self._conn, sid, data):
                         self._conn.send_data(sid, data, end_stream=end)
+                    # The peer may acknowledge it on the stream and on the connection.
+                    self._frames.window_updates_earned += 2
                 elif end:
                     self._conn.end_stream(sid)
                 if end:
@@ -317,6 +374,9 @@ class H2Protocol(asyncio.Protocol):
 
     def _request_received(self, event: h2.events.RequestReceived) -> None:
         sid = event.stream_id
+        if len(self._streams) >= self._limits.max_concurrent_streams:
+            self._refuse_stream(sid)
+            return
         self._cancel_idle()
         pseudo: dict[bytes, bytes] = {}
         headers: dict[str, str] = {}
@@ -350,6 +410,8 @@ class H2Protocol(asyncio.Protocol):
             self._refuse(stream, 431)
             return
         self._requests[sid] = (request, bytearray())
+        if event.stream_ended is None:
+            self._deadlines.expect(sid)
 
     def _data_received(self, event: h2.events.DataReceived) -> None:
         sid = event.stream_id
@@ -380,6 +442,67 @@ class H2Protocol(asyncio.Protocol):
         except h2.exceptions.H2Error:
             pass
         self._forget(stream)
+
+    def _refuse_stream(self, sid: int) -> None:
+        """A stream past the concurrency limit: REFUSED_STREAM, and the connection goes on.
+
+        Each refusal is a reset the peer made the server send, so it spends the peer's
+        ``rst-stream`` budget like one it sent itself.
+        """
+        with contextlib.suppress(h2.exceptions.H2Error):
+            self._conn.reset_stream(sid, error_code=ErrorCodes.REFUSED_STREAM)
+        self._count("ssegate.http2.streams.refused")
+        if not self._frames.charge(RST_STREAM, time.monotonic()):
+            self._calm_down(RST_STREAM)
+
+    def _request_overdue(self, sid: int) -> None:
+        """The request timeout passed since ``sid`` opened: reset it if it has not ended."""
+        stream = self._streams.get(sid)
+        if self._closed or sid not in self._requests or stream is None:
+            return
+        log.warning(
+            "http.h2.request_timeout",
+            binding=self._binding,
+            remote=self._remote,
+            stream=sid,
+            timeout=self._limits.request_timeout,
+        )
+        self._count("ssegate.http2.requests.timed_out")
+        self.reset_stream(stream, ErrorCodes.CANCEL)
+
+    # -- floods -------------------------------------------------------------------------------
+
+    def _calm_down(self, kind: str) -> None:
+        """GOAWAY ``ENHANCE_YOUR_CALM`` to a peer over a frame budget, and close."""
+        self._report_flood(kind)
+        with contextlib.suppress(h2.exceptions.H2Error):
+            self._conn.close_connection(error_code=ErrorCodes.ENHANCE_YOUR_CALM)
+        self._flush()
+        self._close_transport()
+
+    def _abandon(self) -> None:
+        """A peer that keeps asking for acknowledgements it does not read: drop the connection
+        and everything queued for it, answering nothing more."""
+        self._report_flood(WRITE_BACKLOG)
+        self._closed = True
+        self._timer.cancel()
+        self._deadlines.cancel()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _report_flood(self, kind: str) -> None:
+        log.warning(
+            "http.h2.flood",
+            binding=self._binding,
+            kind=kind,
+            remote=self._remote,
+            connection=self._connection_id,
+        )
+        self._count("ssegate.http2.floods", kind=kind)
+
+    def _count(self, name: str, **labels: str) -> None:
+        if self._metrics is not None:
+            self._metrics.inc(name, self._binding, 1.0, **labels)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -412,6 +535,7 @@ class H2Protocol(asyncio.Protocol):
         """Close after a GOAWAY without turning it into a reset (see :func:`linger_close`)."""
         self._closed = True
         self._timer.cancel()
+        self._deadlines.cancel()
         transport = self._transport
         if transport is None or transport.is_closing():
             return

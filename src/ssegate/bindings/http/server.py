@@ -23,6 +23,7 @@ exchange is measured and logged when its stream closes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from ssegate.bindings.http.connection import (
     HttpLimits,
 )
 from ssegate.bindings.http.cors import AccessControl
+from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
@@ -331,9 +333,45 @@ def parse_versions(value: Any, path: str) -> frozenset[str]:
     return frozenset(value)
 
 
+def parse_http2(value: Any, path: str) -> HttpLimits:
+    """``options.http2``: each connection's HTTP/2 frame budgets, acknowledgement backlog and
+    request timeout; what is left out keeps the default of :class:`HttpLimits`."""
+    limits = HttpLimits()
+    if value is None:
+        return limits
+    if not isinstance(value, dict):
+        raise ConfigError(path, "must be an object")
+    rates = value.get("frames-per-second") or {}
+    if not isinstance(rates, dict):
+        raise ConfigError(f"{path}.frames-per-second", "must be an object")
+    defaults = limits.frames
+    budgets = {
+        kind.replace("-", "_"): _positive(rates, kind, f"{path}.frames-per-second", default)
+        for kind, default in defaults.rates().items()
+    }
+    frames = FrameBudgets(**budgets, burst=_positive(value, "frame-burst", path, defaults.burst))
+    acks = _positive(value, "max-unread-acks", path, limits.max_unread_acks)
+    if not float(acks).is_integer():
+        raise ConfigError(f"{path}.max-unread-acks", f"{acks!r} is not a whole number")
+    return dataclasses.replace(
+        limits,
+        frames=frames,
+        max_unread_acks=int(acks),
+        request_timeout=_positive(value, "request-timeout", path, limits.request_timeout),
+    )
+
+
+def _positive(options: dict[str, Any], key: str, path: str, default: float) -> float:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{path}.{key}", f"{value!r} is not a number above 0")
+    return float(value)
+
+
 def build(binding: Binding, ctx: BuildContext) -> HttpServer:
     options = binding.options or {}
     versions = parse_versions(options.get("versions"), f"{binding.path}.options.versions")
+    limits = parse_http2(options.get("http2"), f"{binding.path}.options.http2")
     access = AccessControl.from_options(
         options.get("access-control"), f"{binding.path}.options.access-control"
     )
@@ -370,6 +408,7 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
         handlers,
         ctx.metrics,
         versions=versions,
+        limits=limits,
         authorization=authorization,
         requests=requests,
     )

@@ -1,15 +1,20 @@
-"""What HTTP/1.1 and HTTP/2 connections share about time: one timer, and closing gracefully.
+"""What HTTP/1.1 and HTTP/2 connections share about time: timers, and closing gracefully.
 
-A connection has a single timer at a time: its idle timeout while nothing is in flight, or the
-grace period of a lingering close. :func:`linger_close` is how a connection ends after a final
-answer (a refusal, a GOAWAY) without losing it: closing with unread input makes the kernel send
-RST, which can destroy the answer before the peer reads it. So the write side is shut, input is
-read and dropped, and the connection closes at the peer's EOF or after a short grace period.
+A connection has a single timer at a time for itself: its idle timeout while nothing is in
+flight, or the grace period of a lingering close. :class:`RequestDeadlines` is one more, for the
+requests still arriving: each must end within the request timeout.
+
+:func:`linger_close` is how a connection ends after a final answer (a refusal, a GOAWAY) without
+losing it: closing with unread input makes the kernel send RST, which can destroy the answer
+before the peer reads it. So the write side is shut, input is read and dropped, and the
+connection closes at the peer's EOF or after a short grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
 from collections.abc import Callable
 
 LINGER_SECONDS = 2.0
@@ -39,6 +44,40 @@ class ConnectionTimer:
     def _fire(self, callback: Callable[[], None]) -> None:
         self._handle = None
         callback()
+
+
+class RequestDeadlines:
+    """Requests that must end within ``timeout`` seconds of starting, on one timer.
+
+    Every request gets the same timeout, so deadlines come due in the order they were set: a
+    queue and a timer armed for its head. ``overdue(key)`` is called for each key whose
+    deadline passed; whether that request has ended since is the caller's to check.
+    """
+
+    __slots__ = ("_overdue", "_queue", "_timeout", "_timer")
+
+    def __init__(self, timeout: float, overdue: Callable[[int], None]) -> None:
+        self._timeout = timeout
+        self._overdue = overdue
+        self._queue: deque[tuple[float, int]] = deque()
+        self._timer = ConnectionTimer()
+
+    def expect(self, key: int) -> None:
+        self._queue.append((time.monotonic() + self._timeout, key))
+        if not self._timer.armed:
+            self._timer.arm(self._timeout, self._fire)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        self._queue.clear()
+
+    def _fire(self) -> None:
+        now = time.monotonic()
+        queue = self._queue
+        while queue and queue[0][0] <= now:
+            self._overdue(queue.popleft()[1])
+        if queue:
+            self._timer.arm(max(0.0, queue[0][0] - now), self._fire)
 
 
 def linger_close(transport: asyncio.Transport, timer: ConnectionTimer) -> bool:
