@@ -79,3 +79,15 @@ def test_without_a_configured_place_the_answer_says_so() -> None:
     assert scoped.body(request({"other": "?t=<token>"})) == (
         "guard 'jwt' refused the token: token lacks roles admin"
     )
+
+
+def test_the_error_description_keeps_only_what_rfc_6750_allows_and_the_body_keeps_all() -> None:
+    reason = "token kid '中\\x' is not in the key set \"é\"\r\n"
+    refusal = check_guarded({"g": CredentialsRejected(reason)}, {"g": []})
+    assert refusal is not None
+    assert refusal.www_authenticate() == (
+        'Bearer realm="g", error="invalid_token",'
+        " error_description=\"token kid '?x' is not in the key set '?'??\""
+    )
+    refusal.www_authenticate().encode("ascii")
+    assert reason in refusal.body(request())

@@ -211,13 +211,17 @@ def _short(instance: object) -> str:
 _PLAIN_KEY = re.compile(r"^[^.\[\]\s]+$")
 
 
-def yaml_path(parts: Iterable[str | int]) -> str:
-    """``['bindings', 'x', 'routes', 1, 'exit']`` → ``bindings.x.routes[1].exit``."""
+def yaml_path(parts: Iterable[object]) -> str:
+    """``['bindings', 'x', 'routes', 1, 'exit']`` → ``bindings.x.routes[1].exit``.
+
+    A key YAML read as something else than a string (``~``, ``1.5``, a date) is shown as its
+    Python value in brackets, like a key that is not a plain word.
+    """
     text = ""
     for part in parts:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif _PLAIN_KEY.match(part):
+        elif isinstance(part, str) and _PLAIN_KEY.match(part):
             text += f".{part}" if text else part
         else:
             text += f"[{part!r}]"
@@ -226,7 +230,8 @@ def yaml_path(parts: Iterable[str | int]) -> str:
 
 def _natural(path: str) -> list[tuple[int, int | str]]:
     return [
-        (1, int(piece)) if piece.isdigit() else (0, piece) for piece in re.split(r"(\d+)", path)
+        (1, int(piece)) if piece.isascii() and piece.isdigit() else (0, piece)
+        for piece in re.split(r"([0-9]+)", path)
     ]
 
 

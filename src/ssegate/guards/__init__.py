@@ -16,11 +16,15 @@ body of the answer names the guard and says how to present credentials, as the h
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.telemetry import log
+
+_NOT_IN_DESCRIPTION = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
+"""What RFC 6750 §3 keeps out of ``error_description``: all but printable ASCII, ``"``, ``\\``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +58,16 @@ class Refusal:
         )
 
     def www_authenticate(self) -> str:
-        """The ``www-authenticate`` value (RFC 6750 §3): no error code without credentials."""
+        """The ``www-authenticate`` value (RFC 6750 §3): no error code without credentials.
+
+        The reason may quote a token's values; in the header, a double quote becomes ``'``, a
+        backslash goes, and any other character RFC 6750 leaves out (control characters, all
+        but ASCII) becomes ``?``. The body and the log line keep the reason as it is.
+        """
         value = f'Bearer realm="{self.guard}"'
         if self.error is not None:
-            description = self.reason.replace("\\", "").replace('"', "'")
+            quoted = self.reason.replace("\\", "").replace('"', "'")
+            description = _NOT_IN_DESCRIPTION.sub("?", quoted)
             value += f', error="{self.error}", error_description="{description}"'
         return value
 
