@@ -6,9 +6,10 @@ request body (bodies here are small: challenge answers, validated requests) and 
 through the stream. Nothing in a handler touches a socket, so the same SSE, filesystem or
 sse-kafka handler serves HTTP/1.1 and HTTP/2 alike.
 
-Streams never block: ``send_data`` buffers, ``buffered`` tells how much is still unsent, and
-``on_drain`` is called once the buffer has been flushed below the low-water mark again. A slow
-client is the handler's policy to decide (the SSE server closes it past a limit).
+Streams never block: ``send_data`` buffers, ``buffered`` tells how much is still unsent
+(``unsent`` counts the kernel's send queue too), and ``on_drain`` is called once the buffer has
+been flushed below the low-water mark again. A slow client is the handler's policy to decide
+(the SSE server aborts it past a limit, which frees its buffers at once).
 """
 
 from __future__ import annotations
@@ -84,9 +85,19 @@ class ResponseStream(Protocol):
     def reset(self) -> None:
         """Abandon the response: HTTP/2 ``RST_STREAM(NO_ERROR)``, HTTP/1.1 close."""
 
+    def abort(self, connection_limit: int) -> None:
+        """Abandon the response and free what is queued for it at once: HTTP/1.1 resets the
+        connection (RST; nothing queued is sent), HTTP/2 sends ``RST_STREAM(CANCEL)`` and resets
+        the connection too when more than ``connection_limit`` bytes of it are unsent."""
+
     @property
     def buffered(self) -> int:
         """Bytes accepted by ``send_data`` and not yet handed to the kernel."""
+
+    @property
+    def unsent(self) -> int:
+        """``buffered`` plus what the kernel holds unsent for the peer: how far behind it is.
+        Costs a system call, so it is for periodic checks rather than every write."""
 
     @property
     def closed(self) -> bool:

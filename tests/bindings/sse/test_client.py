@@ -32,6 +32,7 @@ class RecordingStream:
         self.body = b""
         self.ended = False
         self.was_reset = False
+        self.was_aborted = False
         self.buffered = 0
         self._close_callbacks: list[Callable[[], None]] = []
 
@@ -50,6 +51,14 @@ class RecordingStream:
     def reset(self) -> None:
         self.was_reset = True
         self.peer_goes_away()
+
+    def abort(self, connection_limit: int) -> None:
+        self.was_aborted = True
+        self.peer_goes_away()
+
+    @property
+    def unsent(self) -> int:
+        return self.buffered
 
     @property
     def closed(self) -> bool:

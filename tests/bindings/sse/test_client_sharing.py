@@ -159,7 +159,7 @@ def test_a_slow_subscriber_is_closed_alone() -> None:
         await until(lambda: slow.statuses == [200] and quick.statuses == [200])
         slow.buffered = server.max_buffered + 1
         upstream.publish("x")
-        await until(lambda: slow.was_reset and len(quick.events()) == 1)
+        await until(lambda: slow.was_aborted and len(quick.events()) == 1)
         upstream.publish("y")
         await until(lambda: len(quick.events()) == 2)
         assert len(upstream.streams) == 1

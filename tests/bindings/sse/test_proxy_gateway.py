@@ -30,26 +30,39 @@ ENDLESS_CAP = 64 << 20
 """What an endless upstream sends at most, so a gateway that never gives up fails the test."""
 
 
-def write_config(root: Path, port: int, upstream_port: int, metrics_port: int) -> Path:
+NORTH = """
+  north_http_server:
+    type: http
+    kind: server
+    options:
+      versions: [http/1.1]
+    routes:
+      - exit: north_sse_server
+  north_sse_server:
+    type: sse
+    kind: server
+    exit: south_sse_client
+"""
+"""The bindings between the tcp server and the sse client in this file's gateway."""
+
+
+def write_config(
+    root: Path, ports: tuple[int, int, int], north: str = NORTH, *, log_lines: bool = True
+) -> Path:
+    """tcp server on the first port → ``north_http_server`` and what ``north`` adds (sse servers
+    that exit to ``south_sse_client``) → sse client → http client → tcp client to the second
+    port; Prometheus on the third, and every log line on stdout with ``log_lines``."""
+    port, upstream_port, metrics_port = ports
+    logs = "logs: {type: stdout}" if log_lines else ""
     config = f"""
-    name: sse-proxy-hostile-test
+    name: {root.name}
     bindings:
       north_tcp_server:
         type: tcp
         kind: server
         options: {{host: 127.0.0.1, port: {port}}}
         exit: north_http_server
-      north_http_server:
-        type: http
-        kind: server
-        options:
-          versions: [http/1.1]
-        routes:
-          - exit: north_sse_server
-      north_sse_server:
-        type: sse
-        kind: server
-        exit: south_sse_client
+{textwrap.indent(textwrap.dedent(north).strip(), " " * 6)}
       south_sse_client:
         type: sse
         kind: client
@@ -69,8 +82,7 @@ def write_config(root: Path, port: int, upstream_port: int, metrics_port: int) -
         options: {{host: 127.0.0.1, port: {upstream_port}}}
     telemetry:
       exporters:
-        logs:
-          type: stdout
+        {logs}
         metrics:
           type: prometheus
           options:
@@ -101,13 +113,23 @@ class Gateway:
         return 0.0
 
 
+def start_gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    north: str = NORTH,
+    *,
+    log_lines: bool = True,
+) -> Iterator[Gateway]:
+    """A gateway process on :func:`write_config`, for a module fixture to yield from."""
+    ports = (free_port(), free_port(), free_port())
+    config = write_config(tmp_path_factory.mktemp(name), ports, north, log_lines=log_lines)
+    with GatewayProcess(config) as process:
+        yield Gateway(*ports, process)
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    root = tmp_path_factory.mktemp("sse-proxy-hostile")
-    port, upstream_port, metrics_port = free_port(), free_port(), free_port()
-    process = GatewayProcess(write_config(root, port, upstream_port, metrics_port))
-    with process:
-        yield Gateway(port, upstream_port, metrics_port, process)
+    yield from start_gateway(tmp_path_factory, "sse-proxy-hostile")
 
 
 # -- the upstream -------------------------------------------------------------------------------

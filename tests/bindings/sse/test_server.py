@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ssegate.bindings.sse.server import KeepaliveSweep, SseRoute, SseServer, build
+from ssegate.bindings.sse.server import SseRoute, SseServer, StreamSweep, build
 from ssegate.bindings.sse.source import SseSink
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
@@ -25,7 +25,10 @@ class RecordingStream:
         self.body = b""
         self.ended = False
         self.was_reset = False
+        self.aborted_over: int | None = None
+        """The connection limit ``abort`` was called with (None: never aborted)."""
         self.buffered = 0
+        self.in_kernel = 0
         self._close_callbacks: list[Callable[[], None]] = []
 
     def send_headers(
@@ -47,9 +50,17 @@ class RecordingStream:
         self.was_reset = True
         self._finish()
 
+    def abort(self, connection_limit: int) -> None:
+        self.aborted_over = connection_limit
+        self._finish()
+
+    @property
+    def unsent(self) -> int:
+        return self.buffered + self.in_kernel
+
     @property
     def closed(self) -> bool:
-        return self.ended or self.was_reset
+        return self.ended or self.was_reset or self.aborted_over is not None
 
     def on_close(self, callback: Callable[[], None]) -> None:
         self._close_callbacks.append(callback)
@@ -284,7 +295,7 @@ def test_retry_is_not_written_when_not_configured() -> None:
 
 def test_keepalive_comment_is_sent_after_idle_time_only() -> None:
     clock = [100.0]
-    sweep = KeepaliveSweep(clock=lambda: clock[0])
+    sweep = StreamSweep(clock=lambda: clock[0])
     source = RecordingSource()
     server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
     stream = open_stream(server)
@@ -304,7 +315,7 @@ def test_keepalive_comment_is_sent_after_idle_time_only() -> None:
 
 def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
     clock = [100.0]
-    sweep = KeepaliveSweep(clock=lambda: clock[0])
+    sweep = StreamSweep(clock=lambda: clock[0])
     source = RecordingSource()
     server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
     stream = open_stream(server)
@@ -317,15 +328,16 @@ def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
 
 
 def test_keepalive_zero_turns_keepalives_off() -> None:
-    sweep = KeepaliveSweep(clock=lambda: 0.0)
+    sweep = StreamSweep(clock=lambda: 0.0)
     source = RecordingSource()
     server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=0, sweep=sweep)
-    open_stream(server)
+    stream = open_stream(server)
     source.last.sink.open()
-    assert len(sweep) == 0
+    sweep.sweep(1000.0)
+    assert stream.body == b""
 
 
-def test_slow_client_is_closed_past_max_buffered() -> None:
+def test_slow_client_is_aborted_past_max_buffered() -> None:
     source = RecordingSource()
     server = server_with(source, **{"max-buffered": 100})
     stream = open_stream(server)
@@ -334,11 +346,99 @@ def test_slow_client_is_closed_past_max_buffered() -> None:
     assert not stream.closed
     stream.buffered = 101
     sink.event("y", id="2")
-    assert stream.was_reset
+    assert stream.aborted_over == 100  # an HTTP/2 connection over this is reset as well
+    assert not stream.was_reset
     assert sink.closed
     assert source.last.cancelled
-    assert server.metrics.counter("ssegate.sse.slow_clients", "north_sse_server") == 1
+    metrics = server.metrics
+    assert metrics.counter("ssegate.sse.slow_clients", "north_sse_server", reason="bytes") == 1
     sink.event("z", id="3")  # ignored once closed
+
+
+def slow_client_server(
+    max_buffered: int = 1 << 20, timeout: float = 10
+) -> tuple[StreamSweep, RecordingStream, SseSink, SseServer]:
+    sweep = StreamSweep(clock=lambda: 100.0)
+    source = RecordingSource()
+    server = SseServer(
+        "s",
+        [SseRoute(None, source, {})],
+        Metrics(),
+        keepalive=0,
+        max_buffered=max_buffered,
+        slow_client_timeout=timeout,
+        sweep=sweep,
+    )
+    stream = open_stream(server)
+    source.last.sink.open()
+    return sweep, stream, source.last.sink, server
+
+
+def test_bytes_the_kernel_holds_unsent_count_toward_max_buffered_at_the_sweep() -> None:
+    sweep, stream, sink, server = slow_client_server(max_buffered=1000)
+    sink.event("x")
+    stream.in_kernel = 1001  # nothing in ssegate's buffer: every write looks fine
+    sink.event("y")
+    assert stream.aborted_over is None
+    sweep.sweep(101.0)
+    assert stream.aborted_over == 1000
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 1
+    assert len(sweep) == 0
+
+
+def test_a_client_over_the_stall_mark_for_the_timeout_is_aborted_for_time() -> None:
+    sweep, stream, sink, server = slow_client_server(timeout=10)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("x")
+    sweep.sweep(100.0)  # the stall starts here
+    sweep.sweep(109.9)
+    assert stream.aborted_over is None
+    sweep.sweep(110.0)  # nothing written since: a stalled stream is still checked
+    assert stream.aborted_over == 1 << 20
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time") == 1
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 0
+
+
+def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("x")
+    sweep.sweep(100.0)
+    stream.in_kernel = 64 * 1024
+    sweep.sweep(105.0)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("y")
+    sweep.sweep(106.0)
+    sweep.sweep(115.9)
+    assert stream.aborted_over is None
+    sweep.sweep(116.0)
+    assert stream.aborted_over is not None
+
+
+def test_the_stall_mark_is_half_of_a_max_buffered_under_128_kib() -> None:
+    sweep, stream, sink, _ = slow_client_server(max_buffered=1000, timeout=1)
+    stream.in_kernel = 501
+    sink.event("x")
+    sweep.sweep(100.0)
+    sweep.sweep(101.0)
+    assert stream.aborted_over == 1000
+
+
+def test_slow_client_timeout_zero_keeps_only_the_byte_bound() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=0)
+    stream.in_kernel = 1 << 20
+    sink.event("x")
+    for now in (100.0, 1000.0, 10000.0):
+        sweep.sweep(now)
+    assert stream.aborted_over is None
+    stream.in_kernel += 1
+    sweep.sweep(10001.0)
+    assert stream.aborted_over == 1 << 20
+
+
+def test_slow_client_timeout_is_read_from_the_options_and_defaults_to_10_seconds() -> None:
+    assert server_with(RecordingSource()).slow_client_timeout == 10
+    assert server_with(RecordingSource(), **{"slow-client-timeout": 2.5}).slow_client_timeout == 2.5
 
 
 def test_invalid_event_is_dropped_but_its_id_still_moves_the_cursor() -> None:
@@ -405,6 +505,7 @@ def test_a_source_that_raises_gets_a_500_not_a_traceback() -> None:
         ({"keepalive": "soon"}, "bindings.s.options.keepalive"),
         ({"initial-comment": "a\nb"}, "bindings.s.options.initial-comment"),
         ({"max-buffered": 1.5}, "bindings.s.options.max-buffered"),
+        ({"slow-client-timeout": -1}, "bindings.s.options.slow-client-timeout"),
     ],
 )
 def test_bad_options_are_config_errors_with_their_path(options: dict[str, Any], path: str) -> None:

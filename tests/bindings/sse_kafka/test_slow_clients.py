@@ -30,5 +30,5 @@ def test_a_client_past_max_buffered_is_dropped_and_its_subscription_released() -
     assert not healthy.was_reset
     assert len(log.subscriptions) == 1
     assert proxy.stats.dropped == 1
-    assert metrics.counter("ssegate.sse.slow_clients", "sse") == 1
+    assert metrics.counter("ssegate.sse.slow_clients", "sse", reason="bytes") == 1
     assert metrics.counter("ssegate.sse_kafka.dropped_subscribers", "mapping") == 1

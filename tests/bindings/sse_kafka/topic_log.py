@@ -162,8 +162,15 @@ class StuckStream:
         for callback in self._callbacks:
             callback()
 
+    def abort(self, connection_limit: int) -> None:
+        self.reset()
+
     @property
     def buffered(self) -> int:
+        return len(self.body)
+
+    @property
+    def unsent(self) -> int:
         return len(self.body)
 
     @property

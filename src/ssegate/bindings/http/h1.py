@@ -11,7 +11,8 @@ A response without ``content-length`` that is not ended at once is sent chunked 
 for an HTTP/1.0 client). Write backpressure follows the transport: ``pause_writing`` and
 ``resume_writing`` are tracked and every ``on_drain`` callback of the response in flight runs on
 resume. A keep-alive connection with no request in flight closes after the idle timeout; a
-streaming response in flight keeps it busy, however quiet.
+streaming response in flight keeps it busy, however quiet. A response reset closes the
+connection without flushing it; an aborted one resets it (RST), dropping the kernel's queue too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, cast
 import httptools
 
 from ssegate.bindings.http.timer import ConnectionTimer, linger_close
+from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
 
 if TYPE_CHECKING:
@@ -132,9 +134,18 @@ class Http1ResponseStream:
             self.keep_alive = False
             self._connection.abort()
 
+    def abort(self, connection_limit: int) -> None:
+        if not self._closed:
+            self.keep_alive = False
+            self._connection.abort(reset=True)
+
     @property
     def buffered(self) -> int:
         return self._connection.buffered
+
+    @property
+    def unsent(self) -> int:
+        return self._connection.unsent
 
     @property
     def closed(self) -> bool:
@@ -347,9 +358,20 @@ class Http1Protocol(asyncio.Protocol):
             return 0
         return self._transport.get_write_buffer_size()
 
-    def abort(self) -> None:
+    @property
+    def unsent(self) -> int:
+        if self._transport is None or self._transport.is_closing():
+            return 0
+        return self._transport.get_write_buffer_size() + send_queue.unsent_bytes(self._transport)
+
+    def abort(self, *, reset: bool = False) -> None:
+        """Close without flushing; with ``reset`` the kernel's queue goes too (RST)."""
         self._closing = True
-        if self._transport is not None:
+        if self._transport is None:
+            return
+        if reset:
+            send_queue.reset(self._transport)
+        else:
             self._transport.abort()
 
     def response_ended(self, stream: Http1ResponseStream) -> None:

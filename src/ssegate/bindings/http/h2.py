@@ -13,7 +13,9 @@ DATA frames of open streams skip the ``h2`` library's per-frame path
 ``data_received`` is handled goes out in one ``transport.write`` at its end, and frames produced
 by handlers at other times are written by one flush per event-loop iteration. Connection errors
 (``h2`` raises them carrying their error code) send GOAWAY and close; a response is abandoned
-with ``RST_STREAM(NO_ERROR)``.
+with ``RST_STREAM(NO_ERROR)``, and one aborted for a client that does not read with
+``RST_STREAM(CANCEL)``, which resets the whole connection too when the connection alone has more
+unsent than the limit the handler gives.
 
 What a peer sends is held to the frame budgets of :mod:`ssegate.bindings.http.h2_floods` before
 ``h2`` sees it: the first frame over its kind's budget ends the connection with GOAWAY
@@ -41,6 +43,7 @@ from h2.errors import ErrorCodes
 from ssegate.bindings.http.h2_floods import RST_STREAM, WRITE_BACKLOG, InboundFrames
 from ssegate.bindings.http.h2_frames import append_data_frame
 from ssegate.bindings.http.timer import ConnectionTimer, RequestDeadlines, linger_close
+from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
 
@@ -114,9 +117,17 @@ class H2ResponseStream:
         if not self._closed:
             self._connection.reset_stream(self, ErrorCodes.NO_ERROR)
 
+    def abort(self, connection_limit: int) -> None:
+        if not self._closed:
+            self._connection.abort_stream(self, connection_limit)
+
     @property
     def buffered(self) -> int:
         return self.pending_size + self._connection.transport_buffered
+
+    @property
+    def unsent(self) -> int:
+        return self.pending_size + self._connection.unsent
 
     @property
     def closed(self) -> bool:
@@ -298,6 +309,14 @@ class H2Protocol(asyncio.Protocol):
             return 0
         return self._transport.get_write_buffer_size()
 
+    @property
+    def unsent(self) -> int:
+        """The connection's bytes not sent yet: the transport's buffer and the kernel's queue."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return 0
+        return transport.get_write_buffer_size() + send_queue.unsent_bytes(transport)
+
     def send_headers(
         self, stream: H2ResponseStream, block: list[tuple[bytes, bytes]], end: bool
     ) -> None:
@@ -345,6 +364,18 @@ class H2Protocol(asyncio.Protocol):
             self._conn.reset_stream(stream.stream_id, error_code=code)
         self._forget(stream)
         self._schedule_flush()
+
+    def abort_stream(self, stream: H2ResponseStream, connection_limit: int) -> None:
+        """``RST_STREAM(CANCEL)``, dropping the stream's queue; the connection is reset too
+        (RST, see :func:`~ssegate.bindings.tcp.send_queue.reset`) when more than
+        ``connection_limit`` of its bytes are unsent, since those wait behind a peer that
+        does not read."""
+        self.reset_stream(stream, ErrorCodes.CANCEL)
+        transport = self._transport
+        if transport is not None and not self._closed and self.unsent > connection_limit:
+            self._closed = True
+            self._timer.cancel()
+            send_queue.reset(transport)
 
     # -- events -------------------------------------------------------------------------------
 

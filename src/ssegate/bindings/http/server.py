@@ -85,9 +85,16 @@ class ObservedStream:
     def reset(self) -> None:
         self._stream.reset()
 
+    def abort(self, connection_limit: int) -> None:
+        self._stream.abort(connection_limit)
+
     @property
     def buffered(self) -> int:
         return self._stream.buffered
+
+    @property
+    def unsent(self) -> int:
+        return self._stream.unsent
 
     @property
     def closed(self) -> bool:

@@ -19,16 +19,29 @@ Options, Zilla's first then ssegate's own:
   from ``content``; an invalid event is dropped (its id still moves the client's cursor).
 - ``keepalive`` (seconds, default 15, ``0`` off): the comment ``:`` after that much idle time,
   or ``id:<resume point>`` when the source's resume point moved without an event.
-  One :class:`KeepaliveSweep` timer per process visits every open stream; there is no timer
+  One :class:`StreamSweep` timer per process visits every open stream; there is no timer
   and no task per stream.
 - ``initial-comment``: a comment sent right after the headers.
-- ``max-buffered`` (bytes, default 1 MiB): a client whose unsent bytes pass this is closed
-  (``sse.slow_client_closed``, ``ssegate.sse.slow_clients``); it reconnects with its last id.
+- ``max-buffered`` (bytes, default 1 MiB) and ``slow-client-timeout`` (seconds, default 10,
+  ``0`` off): the slow-client policy, below.
+
+Slow clients. A stream's unsent bytes are what ssegate buffers for it and what the kernel holds
+unsent for its connection (:attr:`ResponseStream.unsent`). A client is dropped when its unsent
+bytes pass ``max-buffered`` (reason ``bytes``: ssegate's buffer is checked on every write, the
+total on every sweep) or stay over :data:`STALL_MARK` (or half of ``max-buffered``, when that is
+less) for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the last
+sweep, or already over the mark, are asked, so idle streams cost nothing. Dropping is abortive
+(:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
+``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone is over
+``max-buffered``), so everything queued for the client is freed at once, the kernel's part
+included, and the client sees the stream fail and reconnects with its last id. Each drop is one
+``sse.slow_client_closed`` log line and a count in ``ssegate.sse.slow_clients{reason}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +64,9 @@ from ssegate.telemetry.metrics import Metrics
 
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_MAX_BUFFERED = 1024 * 1024
+DEFAULT_SLOW_CLIENT_TIMEOUT = 10.0
+STALL_MARK = 64 * 1024
+"""Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
 
 Validator = Callable[[str], str | None]
 """Returns ``None`` for valid event data, else the reason it is invalid."""
@@ -62,13 +78,16 @@ STREAM_HEADERS = [
 ]
 
 
-class KeepaliveSweep:
-    """One timer that visits every open SSE stream and lets idle ones send a keep-alive.
+class StreamSweep:
+    """One timer that visits every open SSE stream: idle ones send a keep-alive, slow ones are
+    dropped.
 
     Streams mark themselves written on every write; a visit finding a stream unwritten for
-    ``keepalive`` seconds makes it send ``:``. The tick is a quarter of the shortest keep-alive
-    (at most 1 s), so a keep-alive goes out between ``keepalive`` and ``keepalive + tick``.
-    Without a running event loop nothing is scheduled and :meth:`sweep` is called by hand.
+    ``keepalive`` seconds makes it send ``:``, and one finding it written (or stalled) checks
+    how far behind its client is. The tick is a quarter of the shortest keep-alive or
+    slow-client timeout (at most 1 s), so a keep-alive goes out between ``keepalive`` and
+    ``keepalive + tick``. Without a running event loop nothing is scheduled and :meth:`sweep`
+    is called by hand.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -82,7 +101,7 @@ class KeepaliveSweep:
         return len(self._members)
 
     def add(self, member: DownstreamStream) -> None:
-        self.tick = min(self.tick, max(0.02, member.keepalive / 4))
+        self.tick = min(self.tick, max(0.02, member.sweep_period / 4))
         self._members.add(member)
         try:
             loop = asyncio.get_running_loop()
@@ -114,11 +133,11 @@ class KeepaliveSweep:
             self._handle = self._loop.call_later(self.tick, self._fire)
 
 
-_shared_sweep = KeepaliveSweep()
+_shared_sweep = StreamSweep()
 
 
-def shared_sweep() -> KeepaliveSweep:
-    """The process's keep-alive sweep, shared by every sse server binding."""
+def shared_sweep() -> StreamSweep:
+    """The process's stream sweep, shared by every sse server binding."""
     return _shared_sweep
 
 
@@ -147,7 +166,9 @@ class DownstreamStream:
         "keepalive",
         "last_id",
         "remote",
+        "stalled_since",
         "subscription",
+        "sweep_period",
     )
 
     def __init__(
@@ -160,6 +181,12 @@ class DownstreamStream:
         self._wrote = False
         self.idle_since = 0.0
         self.keepalive = server.keepalive
+        periods = (self.keepalive, server.slow_client_timeout)
+        self.sweep_period = min((p for p in periods if p > 0), default=math.inf)
+        """The shortest interval the sweep must keep for this stream; a quarter of it is the
+        longest tick (inf: any, as long as it still visits to check the byte bound)."""
+        self.stalled_since: float | None = None
+        """When the sweep first found the client over the stall mark (None: it is not)."""
         self.last_id: str | None = None
         self.remote = remote
         self.subscription: Subscription | None = None
@@ -186,7 +213,7 @@ class DownstreamStream:
         server.metrics.gauge("stream.active.sent", server.name, 1)
         if server.preamble:
             self._write(server.preamble)
-        if self.keepalive > 0 and self._state == _OPEN:
+        if self._state == _OPEN:
             self.idle_since = server.sweep.clock()
             server.sweep.add(self)
 
@@ -260,8 +287,13 @@ class DownstreamStream:
     # -- server side ------------------------------------------------------------------------
 
     def visit(self, now: float) -> None:
-        """Called by the keep-alive sweep."""
-        if self._wrote:
+        """Called by the sweep: drop the client if it is too far behind, else keep it alive."""
+        wrote = self._wrote
+        if (wrote or self.stalled_since is not None) and self._dropped_as_slow(now):
+            return
+        if self.keepalive <= 0:
+            self._wrote = False
+        elif wrote:
             self._wrote = False
             self.idle_since = now
         elif now - self.idle_since >= self.keepalive:
@@ -287,11 +319,32 @@ class DownstreamStream:
         self._wrote = True
         server = self._server
         server.metrics.inc("stream.data.sent", server.name, len(data))
-        if stream.buffered > server.max_buffered:
-            server.slow_client(self, stream.buffered)
-            server.metrics.inc("stream.errors.sent", server.name)
-            self._close()
-            stream.reset()
+        buffered = stream.buffered
+        if buffered > server.max_buffered:
+            self._drop_slow("bytes", buffered)
+
+    def _dropped_as_slow(self, now: float) -> bool:
+        """Check the client's unsent bytes against both bounds; True when it was dropped."""
+        server = self._server
+        unsent = self._stream.unsent
+        if unsent > server.max_buffered:
+            self._drop_slow("bytes", unsent)
+        elif unsent <= server.stall_mark:
+            self.stalled_since = None
+        elif self.stalled_since is None:
+            self.stalled_since = now
+        elif 0 < server.slow_client_timeout <= now - self.stalled_since:
+            self._drop_slow("time", unsent, now - self.stalled_since)
+        return self._state == _CLOSED
+
+    def _drop_slow(self, reason: str, unsent: int, stalled_for: float = 0.0) -> None:
+        """Too far behind: count it, release the source, and abort the response."""
+        server = self._server
+        server.slow_client(self, reason, unsent, stalled_for)
+        server.metrics.inc("stream.errors.sent", server.name)
+        stream = self._stream
+        self._close()
+        stream.abort(server.max_buffered)
 
     def _close(self) -> None:
         if self._state == _CLOSED:
@@ -321,8 +374,9 @@ class SseServer:
         keepalive: float = DEFAULT_KEEPALIVE,
         initial_comment: str | None = None,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
+        slow_client_timeout: float = DEFAULT_SLOW_CLIENT_TIMEOUT,
         validators: list[tuple[Pattern, Validator]] | None = None,
-        sweep: KeepaliveSweep | None = None,
+        sweep: StreamSweep | None = None,
         guards: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
@@ -334,6 +388,8 @@ class SseServer:
         self.retry = retry
         self.keepalive = keepalive
         self.max_buffered = max_buffered
+        self.slow_client_timeout = slow_client_timeout
+        self.stall_mark = min(STALL_MARK, max_buffered // 2)
         self.validators = validators or []
         self.sweep = sweep if sweep is not None else shared_sweep()
         preamble = b""
@@ -428,16 +484,21 @@ class SseServer:
                 return route
         return None
 
-    def slow_client(self, sink: DownstreamStream, buffered: int) -> None:
+    def slow_client(
+        self, sink: DownstreamStream, reason: str, unsent: int, stalled_for: float
+    ) -> None:
         log.warning(
             "sse.slow_client_closed",
             binding=self.name,
             remote=sink.remote,
-            buffered=buffered,
+            reason=reason,
+            buffered=unsent,
             limit=self.max_buffered,
+            stalled_for=round(stalled_for, 1),
+            timeout=self.slow_client_timeout,
             last_id=sink.last_id,
         )
-        self.metrics.inc("ssegate.sse.slow_clients", self.name)
+        self.metrics.inc("ssegate.sse.slow_clients", self.name, reason=reason)
 
     def invalid_event(self, remote: str, id: str | None, reason: str) -> None:
         log.warning("sse.invalid_event", binding=self.name, remote=remote, id=id, reason=reason)
@@ -472,6 +533,9 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
     retry = _number(options, "retry", where, None, integer=True)
     keepalive = _number(options, "keepalive", where, DEFAULT_KEEPALIVE)
     max_buffered = _number(options, "max-buffered", where, DEFAULT_MAX_BUFFERED, integer=True)
+    slow_client_timeout = _number(
+        options, "slow-client-timeout", where, DEFAULT_SLOW_CLIENT_TIMEOUT
+    )
     initial_comment = options.get("initial-comment")
     if initial_comment is not None and (
         not isinstance(initial_comment, str) or "\n" in initial_comment or "\r" in initial_comment
@@ -512,6 +576,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         keepalive=float(keepalive or 0),
         initial_comment=initial_comment,
         max_buffered=int(max_buffered or DEFAULT_MAX_BUFFERED),
+        slow_client_timeout=float(slow_client_timeout or 0),
         validators=validators,
         guards=guards,
     )

@@ -1,0 +1,54 @@
+"""What the kernel still holds for a peer, and how to drop it at once.
+
+A transport's write buffer is only the part of a response the kernel has not taken yet. A peer
+that stops reading first fills the kernel's send queue, which grows to megabytes per socket on
+its own (``tcp_wmem``), so how far behind a peer is is the transport's buffer plus the kernel's
+unsent bytes: :func:`unsent_bytes` asks the kernel for the latter (``SIOCOUTQNSD``, one system
+call).
+
+Closing a socket whose send queue the peer never drains does not free it: the kernel keeps the
+unsent bytes and the FIN behind them as an orphaned socket until its retries give up, and the
+peer never learns that the stream ended. :func:`reset` closes with ``SO_LINGER`` 0 instead:
+the kernel drops the queue and sends RST, and the peer's next read fails with
+``ECONNRESET``. Over TLS both reach the TCP socket under the TLS layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import socket
+import struct
+
+SIOCOUTQNSD = 0x894B
+"""Linux: bytes in a socket's send queue not yet sent (``linux/sockios.h``)."""
+
+_LINGER_NOW = struct.pack("ii", 1, 0)
+_INT = struct.Struct("i")
+
+
+def _socket(transport: asyncio.BaseTransport) -> socket.socket | None:
+    sock = transport.get_extra_info("socket")
+    return sock if sock is not None and hasattr(sock, "fileno") else None
+
+
+def unsent_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes written to the kernel for the peer and not sent yet; 0 where it cannot tell."""
+    sock = _socket(transport)
+    if sock is None:
+        return 0
+    try:
+        answer = fcntl.ioctl(sock.fileno(), SIOCOUTQNSD, bytes(_INT.size))
+    except (OSError, ValueError):
+        return 0
+    return int(_INT.unpack(answer)[0])
+
+
+def reset(transport: asyncio.Transport) -> None:
+    """Close at once with RST, dropping everything queued for the peer (ours and the kernel's)."""
+    sock = _socket(transport)
+    if sock is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_NOW)
+    transport.abort()
