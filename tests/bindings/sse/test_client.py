@@ -13,6 +13,7 @@ from typing import Any
 
 from ssegate.bindings.http.client import build as build_http_client
 from ssegate.bindings.sse.client import build as build_sse_client
+from ssegate.bindings.sse.client import reconnect_delay
 from ssegate.bindings.sse.server import SseServer
 from ssegate.bindings.sse.server import build as build_sse_server
 from ssegate.bindings.tcp.client import build as build_tcp_client
@@ -338,3 +339,12 @@ def test_reconnect_refused_with_a_client_error_closes_the_downstream() -> None:
         listener.close()
 
     run(scenario)
+
+
+def test_reconnect_delays_start_at_the_floor_double_and_stop_at_the_cap() -> None:
+    assert [reconnect_delay(n, 0, 0.0) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
+    assert [reconnect_delay(n, 0, 1.0) for n in range(1, 6)] == [1.5, 3, 6, 12, 24]
+    assert reconnect_delay(1, 50, 0.0) == 1  # a retry under the floor waits the floor
+    assert reconnect_delay(1, 5000, 0.0) == 5  # a longer retry is honoured
+    assert reconnect_delay(2, 5000, 0.5) == 12.5
+    assert reconnect_delay(1000, 0, 1.0) == 30

@@ -10,6 +10,7 @@ exact answer, the log line and the metric, then that an ordinary client is still
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import textwrap
 from collections.abc import Awaitable, Callable, Iterator
@@ -433,3 +434,58 @@ def test_a_request_without_one_host_is_400(gateway: Gateway, head: bytes, reason
         await assert_ordinary_client_served(gateway)
 
     run(gateway, ordinary_stream, scenario)
+
+
+# -- the upstream request -----------------------------------------------------------------------
+
+
+def test_the_upstream_request_carries_the_path_without_the_downstream_query(
+    gateway: Gateway,
+) -> None:
+    async def scenario(upstream: Upstream) -> None:
+        answer = await request(gateway, get("/events?lastEventId=1&access_token=secret&x=1"))
+        assert answer.status == 200
+        assert [(e.id, e.data) for e in await read_events(answer, 1)] == [("2", "two")]
+        answer.writer.close()
+        assert upstream.heads[0].startswith(b"GET /events HTTP/1.1\r\n")
+        assert upstream.last_event_ids() == [b"1"]  # the resume id goes in the header
+        assert b"secret" not in upstream.heads[0]
+
+    run(gateway, ordinary_stream, scenario)
+
+
+# -- an upstream that ends every stream at once -------------------------------------------------
+
+
+def test_an_upstream_that_ends_at_once_with_retry_0_is_re_requested_with_backoff(
+    gateway: Gateway,
+) -> None:
+    series = 'ssegate_sse_upstream_reconnects_total{binding="south_sse_client"}'
+    requested: list[float] = []
+
+    async def flapping(head: bytes, reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        if not head.startswith(b"GET /flapping "):
+            await ordinary_stream(head, reader, w)
+            return
+        requested.append(asyncio.get_running_loop().time())
+        n = len(requested)
+        w.write(STREAM_HEAD + f"retry:0\nid:{n}\ndata:take {n}\n\n".encode())  # and ends
+
+    async def scenario(upstream: Upstream) -> None:
+        before = await gateway.metric(series)
+        answer = await request(gateway, get("/flapping"))
+        assert answer.status == 200
+        assert [e.data for e in await read_events(answer, 1)] == ["take 1"]
+        await asyncio.sleep(7.5)
+        await assert_ordinary_client_served(gateway)
+        # The 1st re-request waits 1-1.5 s (the floor, retry:0 or not), then 2-3 s, 4-6 s, ...
+        gaps = [later - earlier for earlier, later in itertools.pairwise(requested)]
+        assert len(requested) in (3, 4), gaps
+        for n, gap in enumerate(gaps):
+            assert 2**n <= gap <= 1.5 * 2**n + 0.5, gaps
+        assert await gateway.metric(series) == before + len(requested)
+        answer.writer.close()
+
+    run(gateway, flapping, scenario)
+    lines = gateway.process.logged("sse.upstream_reconnect")
+    assert any('"attempt":3' in line and "upstream ended the stream" in line for line in lines)

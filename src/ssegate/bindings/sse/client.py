@@ -2,15 +2,16 @@
 
 :class:`SseClient` is an :class:`~ssegate.bindings.sse.source.SseSource`. An
 :class:`UpstreamSubscription` is one upstream ``GET`` through the ``http`` client exit, with
-the downstream request's path (its query minus ``lastEventId``) and authority,
-``accept: text/event-stream``, ``cache-control: no-cache`` and ``last-event-id`` when one is
-known; no other downstream header is forwarded. The body is read like a browser reads it
-(:class:`~ssegate.sse.parser.SseParser`), each event is encoded once and written to every
-downstream stream reading that upstream (:mod:`ssegate.bindings.sse.upstream`): the id is
-written only when it moved, id-only blocks are relayed as such, comments and ``retry`` are not
-relayed (the sse server writes its own).
+the downstream request's path without its query string (as Zilla forwards it: the resume id
+goes in ``last-event-id``, and credentials sent as ``?access_token=`` stay at the gateway), its
+authority, ``accept: text/event-stream``, ``cache-control: no-cache`` and ``last-event-id``
+when one is known; no other downstream header is forwarded. The body is read like a browser
+reads it (:class:`~ssegate.sse.parser.SseParser`), each event is encoded once and written to
+every downstream stream reading that upstream (:mod:`ssegate.bindings.sse.upstream`): the id
+is written only when it moved, id-only blocks are relayed as such, comments and ``retry`` are
+not relayed (the sse server writes its own).
 
-Sharing. Downstream requests that make the same upstream request (same target and authority)
+Sharing. Downstream requests that make the same upstream request (same path and authority)
 share one upstream connection when their resume positions agree:
 
 - a request without a last event id joins a subscription that was started without one (it is
@@ -27,10 +28,16 @@ So a client that resumes from an older id reads its own replay until it catches 
 
 Before the downstream is open, anything but ``200 text/event-stream`` (or an unreachable
 upstream) is answered ``502``. Once open, the downstreams never notice the upstream going
-away: the subscription reconnects with the last id it saw, after a delay that starts at the
-upstream's ``retry`` (else the binding's ``retry`` option, default 2000 ms; when neither was
-set the first delay is capped at 500 ms so a restart is bridged quickly), doubles on every
-failed attempt up to 30 s, and is jittered down by up to half. On a reconnect, ``204`` ends the
+away: where Zilla ends the downstream stream when the upstream ends its response (and every
+browser reconnects on its own), the subscription re-requests the upstream once for all its
+streams with the last id it saw. The re-requests of a dead or flapping upstream are bounded:
+the delay starts at the upstream's ``retry`` (else the binding's ``retry`` option, else 1 s)
+but never below :data:`RECONNECT_FLOOR_MS`, doubles with every further attempt in a row that
+failed or whose stream ended within :data:`STABLE_SECONDS`, has up to half of it added at
+random (so that subscriptions lost together do not come back together), and never exceeds
+:data:`MAX_BACKOFF_MS`. A stream that lasted :data:`STABLE_SECONDS` starts the doubling over.
+Each re-request is one ``sse.upstream_reconnect`` log line (delay, attempt, why the last one
+ended) and a count in ``ssegate.sse.upstream_reconnects``. On a reconnect, ``204`` ends the
 downstreams cleanly, ``5xx`` and connection failures are retried, anything else closes them.
 A request the http client refuses to send (a header value it may not carry) is not retried: it
 is answered ``400`` with the reason, or closes the downstreams once they are open.
@@ -56,26 +63,28 @@ from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
 DEFAULT_RETRY_MS = 2000
-FIRST_RETRY_CAP_MS = 500
+RECONNECT_FLOOR_MS = 1000
+"""No upstream is re-requested sooner than this after its last request ended, ``retry:0`` or not."""
 MAX_BACKOFF_MS = 30_000
+STABLE_SECONDS = 30.0
+"""An upstream stream that lasted this long was not flapping: the next delay starts over."""
 
 _FINAL, _RETRY = True, False
 
 UpstreamKey = tuple[str, str | None]
-"""What makes two upstream requests the same: the target and the authority."""
+"""What makes two upstream requests the same: the path and the authority."""
 
 
 def _media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-def upstream_target(request: Request) -> str:
-    """The downstream target with ``lastEventId`` taken out of its query (it goes in a header)."""
-    query = request.query
-    if not query:
-        return request.path
-    kept = [part for part in query.split("&") if part.split("=", 1)[0] != "lastEventId"]
-    return request.path + ("?" + "&".join(kept) if kept else "")
+def reconnect_delay(attempt: int, retry_ms: int, jitter: float) -> float:
+    """Seconds before re-request number ``attempt`` in a row of an upstream whose ``retry`` is
+    ``retry_ms``: at least the floor, doubled per attempt after the first, ``jitter`` (0 to 1)
+    of half of it added, at most the cap."""
+    doubled = max(RECONNECT_FLOOR_MS, retry_ms) << min(16, max(0, attempt - 1))
+    return min(MAX_BACKOFF_MS, doubled * (1 + jitter / 2)) / 1000
 
 
 class UpstreamSubscription:
@@ -89,7 +98,11 @@ class UpstreamSubscription:
         self.fanout = UpstreamFanout(last_event_id or "", self.cancel)
         self._parser = SseParser(last_event_id=last_event_id or "")
         self._accepted = False
-        self._failures = 0
+        self._accepted_at: float | None = None
+        """When the current attempt's upstream answered ``200`` (None: it has not)."""
+        self._attempts = 0
+        """Attempts in a row that failed or whose stream ended within ``STABLE_SECONDS``."""
+        self._lost_because = ""
         self._finished: asyncio.Future[bool] | None = None
         self._stream: ClientStream | None = None
         self._cancelled = False
@@ -135,14 +148,22 @@ class UpstreamSubscription:
 
     async def _run(self) -> None:
         try:
+            loop = asyncio.get_running_loop()
             while not self._cancelled:
+                self._accepted_at = None
                 if await self._attempt() is _FINAL or self._cancelled:
                     break
+                accepted_at = self._accepted_at
+                if accepted_at is not None and loop.time() - accepted_at >= STABLE_SECONDS:
+                    self._attempts = 0
+                self._attempts += 1
                 delay = self._next_delay()
                 log.event(
                     "sse.upstream_reconnect",
                     binding=self._client.name,
                     delay_ms=round(delay * 1000),
+                    attempt=self._attempts,
+                    reason=self._lost_because,
                     last_event_id=self._parser.last_event_id,
                     streams=len(self.fanout),
                 )
@@ -158,16 +179,13 @@ class UpstreamSubscription:
 
     def _next_delay(self) -> float:
         client = self._client
-        upstream_retry = self._parser.retry
-        base = upstream_retry if upstream_retry is not None else client.retry_ms
-        delay = min(MAX_BACKOFF_MS, base << min(16, max(0, self._failures - 1)))
-        if self._failures <= 1 and upstream_retry is None and not client.retry_configured:
-            delay = min(delay, FIRST_RETRY_CAP_MS)
-        return delay * random.uniform(0.5, 1.0) / 1000
+        retry_ms = self._parser.retry
+        if retry_ms is None:
+            retry_ms = client.retry_ms if client.retry_configured else RECONNECT_FLOOR_MS
+        return reconnect_delay(self._attempts, retry_ms, random.random())
 
     async def _attempt(self) -> bool:
         """One upstream connection, to its end. Returns whether the subscription is over."""
-        self._failures += 1
         self._accepted = False
         self._finished = asyncio.get_running_loop().create_future()
         headers = [("accept", "text/event-stream"), ("cache-control", "no-cache")]
@@ -198,6 +216,7 @@ class UpstreamSubscription:
             self._finished.set_result(final)
 
     def _upstream_lost(self, reason: str) -> bool:
+        self._lost_because = reason
         self._accepted = False
         self._parser.close()
         if not self.fanout.opened:
@@ -212,7 +231,7 @@ class UpstreamSubscription:
         content_type = headers.get("content-type", "")
         if status == 200 and _media_type(content_type) == "text/event-stream":
             self._accepted = True
-            self._failures = 0
+            self._accepted_at = asyncio.get_running_loop().time()
             if not self.fanout.opened:
                 self.fanout.open()
             return
@@ -230,6 +249,7 @@ class UpstreamSubscription:
             self.fanout.end()
             self._settle(_FINAL)
         elif 500 <= status < 600:
+            self._lost_because = reason
             self._settle(_RETRY)
         else:
             self.fanout.fail(502, reason)
@@ -290,7 +310,7 @@ class SseClient:
         self._upstreams: dict[UpstreamKey, list[UpstreamSubscription]] = {}
 
     def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> FanoutMember:
-        key: UpstreamKey = (upstream_target(request), request.authority or None)
+        key: UpstreamKey = (request.path, request.authority or None)
         for subscription in self._upstreams.get(key, ()):
             if subscription.takes(last_event_id):
                 self.metrics.inc("ssegate.sse.upstream_shared", self.name)
