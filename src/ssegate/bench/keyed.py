@@ -27,6 +27,7 @@ import json
 import math
 import random
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -81,6 +82,7 @@ def run_keyed(
         "gateway_workers": workers,
         "default_offset": default_offset or "historical",
         "baseline_src": str(baseline_src) if baseline_src else None,
+        "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
         "cases": [],
     }
     plan = [count for count in streams for _ in range(repeat)]
@@ -241,6 +243,18 @@ def _produce_keyed(
     return written, owed
 
 
+def _commit_of(tree: Path) -> str | None:
+    """The short commit of a checkout, to name the baseline by."""
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() or None
+
+
 def _merge_latency(summaries: list[dict[str, float | None]]) -> dict[str, float | None]:
     """The worst of each percentile over the client processes (each holds a share of streams)."""
     merged: dict[str, float | None] = {}
@@ -305,7 +319,8 @@ def plot_keyed(results: dict[str, Any], path: Path) -> str:
     for gateway in sorted({row["gateway"] for row in results["summary"]}):
         rows = [row for row in results["summary"] if row["gateway"] == gateway]
         streams = [row["streams"] for row in rows]
-        label = gateway if gateway == "ssegate" else f"before ({results['baseline_src']})"
+        before = results.get("baseline_commit") or results.get("baseline_src")
+        label = gateway if gateway == "ssegate" else f"before ({before})"
         cost.plot(streams, [row["gateway_us_per_message_median"] for row in rows], marker="o",
                   color=colours.get(gateway), label=label)  # fmt: skip
         tail.plot(streams, [row["p99_ms_median"] for row in rows], marker="o",
