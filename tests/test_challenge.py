@@ -99,9 +99,11 @@ ANSWER = {"content-type": "application/x-challenge-response"}
 
 
 class Gateway:
-    def __init__(self, tmp: Path, keys: object) -> None:
+    """A gateway on ``config`` (a template of ``CONFIG``'s fields) over the example upstream."""
+
+    def __init__(self, tmp: Path, keys: object, config: str = CONFIG) -> None:
         self.port, self.upstream_port, self.publish_port = free_port(), free_port(), free_port()
-        config = CONFIG.format(
+        config = config.format(
             issuer=ISSUER,
             audience=AUDIENCE,
             keys=json.dumps(keys),

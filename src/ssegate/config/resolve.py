@@ -4,7 +4,8 @@ A stream enters at a ``tcp`` server and travels inward binding by binding, each 
 the one its route (or plain ``exit``) names. :data:`EXITS` says which binding may hand a stream
 to which; everything else here checks that the names in the document point at things that
 exist: exits at bindings, ``vault`` at vaults, ``guarded`` and ``authorization`` at guards,
-model ``catalog`` entries at catalogs, and that no chain of exits comes back on itself.
+model ``catalog`` entries at catalogs, and that no chain of exits comes back on itself. Role
+names in ``guarded`` may only use the expressions ``${method}`` and ``${path}``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from ssegate.config.errors import ConfigError, ConfigErrors
 from ssegate.config.model import Binding, Component, Config, Route
 from ssegate.config.validate import sorted_unique, yaml_path
+from ssegate.guards.guarded import Guarded
 
 Role = tuple[str, str]
 """A binding's ``(type, kind)``."""
@@ -190,6 +192,10 @@ def _check_references(binding: Binding, config: Config) -> Iterator[ConfigError]
                 yield ConfigError(
                     f"{route.path}.guarded.{guard}", f"guard {guard!r} is not defined"
                 )
+        try:
+            Guarded.compile(route.guarded, f"{route.path}.guarded")
+        except ConfigError as error:
+            yield error
         for parts, guard in _guarded_expressions(route.with_, ["with"]):
             path = _under(route.path, parts)
             if guard not in config.guards:

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qsl
+
+if TYPE_CHECKING:
+    from ssegate.guards.streams import SessionGuard
 
 
 @dataclass(slots=True)
@@ -42,6 +45,9 @@ class Request:
     """Parameters captured by route patterns on the way (``{path}`` → ``params['path']``)."""
     identities: dict[str, object] = field(default_factory=dict)
     """What guards established, by guard name (filled by the http server's authorization)."""
+    authorized_by: dict[str, SessionGuard] = field(default_factory=dict)
+    """The guards whose guarded routes let this request through on its way (http server, sse
+    server, sse-kafka proxy), by name: a stream it opens is kept authorized under each."""
     credentials_hints: Mapping[str, str] | None = None
     """How to present each guard's credentials (``"Authorization: Bearer <token>"``), by guard
     name, from the http server's ``options.authorization``: what a 401 or 403 tells the client."""

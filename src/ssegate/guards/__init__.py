@@ -5,7 +5,10 @@ left in ``request.identities[guard]``: a :class:`~ssegate.guards.jwt.JwtIdentity
 verified, a :class:`CredentialsRejected` (with the reason) when credentials were given but did
 not verify, nothing when there were none. :func:`check_guarded` turns that into the answer a
 guarded route gives, Zilla's way: **401** without credentials, **403** with bad credentials or
-without the roles the route names. The same check serves http, sse and sse-kafka routes. The
+without the roles the route names. The same check serves http, sse, sse-kafka and
+http-filesystem routes, through a route's compiled ``guarded``
+(:class:`~ssegate.guards.guarded.Guarded`, role names with ``${method}`` and ``${path}``); a
+stream it lets through stays authorized under that guard (:mod:`ssegate.guards.streams`). The
 body of the answer names the guard and says how to present credentials, as the http server's
 ``options.authorization`` configures them (``request.credentials_hints``)::
 
@@ -17,7 +20,7 @@ body of the answer names the guard and says how to present credentials, as the h
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
@@ -78,9 +81,10 @@ def roles_of(established: object) -> frozenset[str]:
 
 
 def check_guarded(
-    identities: Mapping[str, object], guarded: Mapping[str, Sequence[str]]
+    identities: Mapping[str, object], guarded: Mapping[str, Collection[str]]
 ) -> Refusal | None:
-    """``None`` when every guard of the route accepts the request with the roles it names."""
+    """``None`` when every guard of the route accepts the request with the roles it names
+    (role expressions already evaluated: :class:`~ssegate.guards.guarded.Guarded`)."""
     for guard, required in guarded.items():
         established = identities.get(guard)
         if established is None:

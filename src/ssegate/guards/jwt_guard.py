@@ -28,6 +28,7 @@ from ssegate.config.model import Component
 from ssegate.guards.jwks import KeySet
 from ssegate.guards.jwt import ClaimsPolicy, JwtIdentity, JwtKey, TokenRejected, parse_token
 from ssegate.guards.jwt import verify_signature as _verify_signature
+from ssegate.guards.streams import GuardedStreams
 
 CACHE_SIZE = 16384
 
@@ -50,6 +51,8 @@ class JwtGuard:
         self.challenge = challenge
         """Seconds before ``exp`` at which a guarded stream is sent the challenge event."""
         self.clock = clock
+        self.streams = GuardedStreams(name)
+        """The streams this guard keeps authorized (challenges, answers, the end at ``exp``)."""
         self._verified: dict[str, JwtIdentity] = {}
 
     def authenticate(self, token: str) -> JwtIdentity:

@@ -130,9 +130,8 @@ def test_path_parameters_are_captured_without_the_query_string() -> None:
     routes = HttpRoutes(_binding([_route("sse", {"headers": {":path": "/{topic}"}})]))
     found = routes.match(_request("/orders?lastEventId=1"))
     assert found is not None
-    route, params = found
-    assert route.exit == "sse"
-    assert params == {"topic": "orders"}
+    assert found.exit == "sse"
+    assert found.params == {"topic": "orders"}
 
 
 def test_header_names_compare_case_insensitively_and_values_exactly() -> None:

@@ -247,7 +247,7 @@ def test_routes_match_path_globs_without_query_and_no_route_is_404() -> None:
     open_stream(server, guarded)
     assert len(events.subscriptions) == 1
     assert len(other.subscriptions) == 1
-    assert server.routes[1].guarded == {"authn_jwt": ["proxy:stream"]}
+    assert list(server.routes[1].guarded) == ["authn_jwt"]
     assert open_stream(server, get("/nowhere")).status == 404
 
 
@@ -297,7 +297,7 @@ def test_keepalive_comment_is_sent_after_idle_time_only() -> None:
     clock = [100.0]
     sweep = StreamSweep(clock=lambda: clock[0])
     source = RecordingSource()
-    server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
+    server = SseServer("s", [SseRoute(None, source)], Metrics(), keepalive=15, sweep=sweep)
     stream = open_stream(server)
     sink = source.last.sink
     sink.open()
@@ -317,7 +317,7 @@ def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
     clock = [100.0]
     sweep = StreamSweep(clock=lambda: clock[0])
     source = RecordingSource()
-    server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=15, sweep=sweep)
+    server = SseServer("s", [SseRoute(None, source)], Metrics(), keepalive=15, sweep=sweep)
     stream = open_stream(server)
     source.last.sink.open()
     source.last.resume_ids.append("AQIAFA==")
@@ -330,7 +330,7 @@ def test_a_keepalive_carries_the_resume_point_the_source_hands_out() -> None:
 def test_keepalive_zero_turns_keepalives_off() -> None:
     sweep = StreamSweep(clock=lambda: 0.0)
     source = RecordingSource()
-    server = SseServer("s", [SseRoute(None, source, {})], Metrics(), keepalive=0, sweep=sweep)
+    server = SseServer("s", [SseRoute(None, source)], Metrics(), keepalive=0, sweep=sweep)
     stream = open_stream(server)
     source.last.sink.open()
     sweep.sweep(1000.0)
@@ -362,7 +362,7 @@ def slow_client_server(
     source = RecordingSource()
     server = SseServer(
         "s",
-        [SseRoute(None, source, {})],
+        [SseRoute(None, source)],
         Metrics(),
         keepalive=0,
         max_buffered=max_buffered,

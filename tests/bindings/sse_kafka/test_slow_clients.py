@@ -17,7 +17,7 @@ def test_a_client_past_max_buffered_is_dropped_and_its_subscription_released() -
     metrics = Metrics()
     config = Route(exit="cache", when=[{"path": "/{topic}"}], path="r")
     proxy = SseKafkaProxy("mapping", [compile_route(config, log, "r")], metrics)
-    server = SseServer("sse", [SseRoute(None, proxy, {})], metrics, keepalive=0, max_buffered=500)
+    server = SseServer("sse", [SseRoute(None, proxy)], metrics, keepalive=0, max_buffered=500)
     stuck, healthy = StuckStream(), StuckStream()
     for stream in (stuck, healthy):
         server.handle(Request("GET", "http", "localhost", "/events", {}), b"", stream)

@@ -18,7 +18,8 @@ pseudo-headers ``:scheme``, ``:authority``, ``:path`` and ``:method`` read the r
 ``:path`` is matched against the path with its query string removed, which is how Zilla's
 "also matches when a query string follows" comes out for every pattern. A route without
 ``when`` matches every request. Routes are tried in order; guards are not looked at here (the
-server walks :meth:`HttpRoutes.candidates` to tell "no route" from "not allowed").
+server walks :meth:`HttpRoutes.candidates` to tell "no route" from "not allowed"), but each
+route's ``guarded`` is compiled with it (role expressions, :mod:`ssegate.guards.guarded`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
 from ssegate.engine.exchange import Request
+from ssegate.guards.guarded import Guarded
 
 _HOLE = re.compile(r"\*|\{([^{}]*)\}")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -84,14 +86,16 @@ class Pattern:
 
 
 class RouteMatch(NamedTuple):
-    """A route that matched a request, and the parameters its ``when`` captured.
+    """A route that matched a request, the parameters its ``when`` captured, and its compiled
+    ``guarded``.
 
-    Unpacks as ``route, params``; ``exit``, ``guarded`` and ``with_`` read through to the
-    route, so a caller can use a match where it would use the route.
+    ``exit``, ``guarded`` and ``with_`` read through to the route, so a caller can use a match
+    where it would use the route.
     """
 
     route: Route
     params: dict[str, str]
+    guards: Guarded
 
     @property
     def exit(self) -> str | None:
@@ -143,11 +147,12 @@ def header_value(request: Request, name: str) -> str | None:
 
 
 class _CompiledRoute:
-    __slots__ = ("conditions", "route")
+    __slots__ = ("conditions", "guards", "route")
 
-    def __init__(self, route: Route, conditions: list[_HeaderCondition]) -> None:
+    def __init__(self, route: Route, conditions: list[_HeaderCondition], path: str) -> None:
         self.route = route
         self.conditions = conditions
+        self.guards = Guarded.compile(route.guarded, f"{path}.guarded")
 
     def match(self, request: Request) -> dict[str, str] | None:
         if not self.conditions:
@@ -196,14 +201,14 @@ class HttpRoutes:
                 compile_condition(entry, f"{route_path}.when[{n}]")
                 for n, entry in enumerate(route.when)
             ]
-            compiled.append(_CompiledRoute(route, conditions))
+            compiled.append(_CompiledRoute(route, conditions, route_path))
         if binding.exit and not any(
             not c.conditions and not c.route.guarded and c.route.exit == binding.exit
             for c in compiled
         ):
             # The plain ``exit`` is the route of last resort.
             fallback = Route(exit=binding.exit, path=f"{binding.path}.exit")
-            compiled.append(_CompiledRoute(fallback, []))
+            compiled.append(_CompiledRoute(fallback, [], fallback.path))
         self._routes = compiled
 
     @property
@@ -216,7 +221,7 @@ class HttpRoutes:
         for compiled in self._routes:
             params = compiled.match(request)
             if params is not None:
-                yield RouteMatch(compiled.route, params)
+                yield RouteMatch(compiled.route, params, compiled.guards)
 
     def match(self, request: Request) -> RouteMatch | None:
         """The first route whose ``when`` matches (guards not considered), or ``None``."""

@@ -5,14 +5,19 @@ versions offered, and the handler behind every route's exit. :meth:`HttpServer.d
 one place a request is decided: a CORS preflight is answered here, a refused origin gets 403,
 then ``options.authorization`` looks up each guard's credentials (cookie, header, query) and
 leaves what the guard made of them in ``request.identities`` (a token whose ``kid`` is unknown
-waits, without blocking the connection, for the guard's bounded key-set refetch). Routes are
+waits, without blocking the connection, for the guard's bounded key-set refetch). A challenge
+answer (``POST``, ``content-type: application/x-challenge-response``) is answered then, before
+any route, as Zilla does: the fresh token extends the streams its guard keeps authorized
+(:mod:`ssegate.guards.streams`), 204, or the answer is 401/403 with the reason. Routes are
 then tried in order: the first whose ``when`` matches and whose ``guarded`` accepts the
-identities answers, on a stream that adds the CORS response headers; when routes matched but
-only their guards refused, the answer is 401 (no credentials) or 403 (bad credentials, missing
-roles) with ``www-authenticate``; no route is 404. A request that reaches a route is then held
-to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that fails its rule is
-answered 400 (413 for a body too large to check) naming what failed and the rule's config path,
-logged, counted in ``http.requests.invalid``, and never handed to the exit. Bodies arrive
+identities (role expressions evaluated for this request) answers, on a stream that adds the
+CORS response headers, and its guards keep authorized the stream the request opens; when
+routes matched but only their guards refused, the answer is 401 (no credentials) or 403 (bad
+credentials, missing roles) with ``www-authenticate``; no route is 404. A request that reaches
+a route is then held to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that
+fails its rule is answered 400 (413 for a body too large to check) naming what failed and the
+rule's config path, logged, counted in ``http.requests.invalid``, and never handed to the
+exit. Bodies arrive
 complete (the protocols buffer them up to ``HttpLimits.max_body_bytes``), so ``content`` is
 checked before the exit sees the request. A handler that raises becomes a 500 and one log line,
 and so does any other exception on the way (a guard that fails other than by refusing the
@@ -43,7 +48,8 @@ from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import HttpHandler, Request, ResponseStream, simple_response
 from ssegate.guards import CredentialsRejected, Refusal, answer_refusal, check_guarded
 from ssegate.guards.credentials import CredentialsLookup
-from ssegate.guards.jwt import TokenRejected
+from ssegate.guards.jwt import JwtIdentity, TokenRejected
+from ssegate.guards.streams import is_challenge_answer
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 
@@ -136,6 +142,8 @@ class HttpServer:
     ) -> None:
         self.name = name
         self.authorization = authorization or []
+        self.guards = {entry.name: entry.guard for entry in self.authorization}
+        """The guards of ``options.authorization``, by name (their routes' guards are these)."""
         self.credentials_hints = {entry.name: entry.lookup.hint() for entry in self.authorization}
         """How to present each guard's credentials, for the body of a 401 or 403."""
         self.requests = requests
@@ -181,12 +189,12 @@ class HttpServer:
             return
         waiting = self._authorize(request, may_wait=True)
         if waiting is None:
-            self._route(request, body, observed)
+            self._answer_or_route(request, body, observed)
             return
 
         def resume() -> None:
             self._authorize(request, may_wait=False)
-            self._route(request, body, observed)
+            self._answer_or_route(request, body, observed)
 
         def keys_fetched(_: object) -> None:
             if not observed.closed:
@@ -225,11 +233,43 @@ class HttpServer:
         elif not observed.closed:
             simple_response(observed, 500, b"internal error\n")
 
+    def _answer_or_route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
+        if self.authorization and is_challenge_answer(request):
+            self._answer_challenge(request, observed)
+        else:
+            self._route(request, body, observed)
+
+    def _answer_challenge(self, request: Request, observed: ObservedStream) -> None:
+        """A challenge answer, before any route: the fresh token extends the streams its guard
+        keeps authorized (204), or the answer says why not (401/403)."""
+        extended = 0
+        for entry in self.authorization:
+            refusal = check_guarded(request.identities, {entry.name: ()})
+            fresh = request.identities.get(entry.name)
+            if refusal is None and isinstance(fresh, JwtIdentity):
+                count, reason = entry.guard.streams.answer(
+                    fresh, connection_id=request.connection_id, http2=request.version == "2"
+                )
+                if count:
+                    extended += count
+                    continue
+                refusal = Refusal(403, entry.name, reason or "nothing to extend", "invalid_token")
+            if refusal is not None:
+                answer_refusal(observed, refusal, binding=self.name, request=request)
+                return
+        log.event(
+            "guard.authorization_extended",
+            binding=self.name,
+            streams=extended,
+            remote=request.remote,
+        )
+        simple_response(observed, 204)
+
     def _route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
         match: RouteMatch | None = None
         refusal: Refusal | None = None
         for candidate in self.routes.candidates(request):
-            refused = check_guarded(request.identities, candidate.guarded)
+            refused = candidate.guards.admit(request, self.guards)
             if refused is None:
                 match = candidate
                 break

@@ -15,12 +15,16 @@ never lists directories).
 
 Parameters the http server's routes captured (``request.params``) are available to ``with``
 as well; this binding's own captures take precedence.
+
+A route with ``guarded`` is passed over when its guards do not accept the request (role
+expressions evaluated, :mod:`ssegate.guards.guarded`); when routes matched and only their
+guards refused, the answer is the first refusal, 401 or 403 (:mod:`ssegate.guards`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ssegate.bindings.http.routing import Pattern
@@ -29,6 +33,8 @@ from ssegate.config.model import Binding, Route
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.engine.templates import MissingTemplateValue, Template
+from ssegate.guards import Refusal, answer_refusal
+from ssegate.guards.guarded import Guarded
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
@@ -58,6 +64,7 @@ class FilesystemRoute:
     path: Template | None
     exit: FileServer
     yaml_path: str
+    guarded: Guarded = field(default_factory=Guarded)
 
     def match(self, request: Request) -> dict[str, str] | None:
         if not self.conditions:
@@ -80,12 +87,20 @@ class HttpFilesystemProxy:
         self.metrics = metrics or Metrics()
 
     def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
+        refusal: Refusal | None = None
         for route in self.routes:
             params = route.match(request)
-            if params is not None:
+            if params is None:
+                continue
+            refused = route.guarded.check(request)
+            if refused is None:
                 break
+            refusal = refusal or refused
         else:
-            self._not_found(request, stream, "no route")
+            if refusal is not None:
+                answer_refusal(stream, refusal, binding=self.name, request=request)
+            else:
+                self._not_found(request, stream, "no route")
             return
         if route.path is None:
             path = request.path
@@ -149,7 +164,8 @@ def _compile_route(route: Route, path: str, ctx: BuildContext) -> FilesystemRout
     exit_ = ctx.exit(route.exit)
     if not callable(getattr(exit_, "serve", None)):
         raise ConfigError(f"{path}.exit", f"'{route.exit}' is not a filesystem server")
-    return FilesystemRoute(conditions, template, exit_, path)
+    guarded = Guarded.compile(route.guarded, f"{path}.guarded")
+    return FilesystemRoute(conditions, template, exit_, path, guarded)
 
 
 def build(binding: Binding, ctx: BuildContext) -> HttpFilesystemProxy:

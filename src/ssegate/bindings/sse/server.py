@@ -8,9 +8,10 @@ without its query (``when[].path`` globs, else 404), reads the resume position
 :class:`~ssegate.bindings.sse.source.SseSource` with a :class:`DownstreamStream` as the sink.
 
 A route with ``guarded`` refuses requests its guards do not accept (401/403, see
-:mod:`ssegate.guards`) and keeps the streams it opens authorized: challenge events before the
-token expires, challenge answers (a POST with ``content-type: application/x-challenge-response``
-→ 204), and the end of the stream at ``exp`` (:mod:`ssegate.bindings.sse.authorization`).
+:mod:`ssegate.guards`). A stream is kept authorized by every guard that let its request
+through, here or on the http server's or the sse-kafka proxy's route: challenge events before
+the token expires and the end of the stream at ``exp`` (:mod:`ssegate.guards.streams`; the http
+server answers the challenge answers).
 
 Options, Zilla's first then ssegate's own:
 
@@ -44,20 +45,20 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ssegate.bindings.http.routing import Pattern
-from ssegate.bindings.sse.authorization import AuthorizedStreams, StreamAuthorization
 from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
 from ssegate.bindings.sse.source import SseSource, Subscription
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
-from ssegate.guards import Refusal, answer_refusal, check_guarded
+from ssegate.guards import answer_refusal
+from ssegate.guards.guarded import Guarded
 from ssegate.guards.jwt import JwtIdentity
-from ssegate.guards.session import CHALLENGE_CONTENT_TYPE
+from ssegate.guards.streams import StreamAuthorization, keep_authorized
 from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
@@ -146,7 +147,7 @@ class SseRoute:
     path: Pattern | None
     """``None`` matches every path."""
     source: SseSource
-    guarded: dict[str, list[str]]
+    guarded: Guarded = field(default_factory=Guarded)
 
 
 _PENDING, _OPEN, _CLOSED = 0, 1, 2
@@ -381,8 +382,7 @@ class SseServer:
     ) -> None:
         self.name = name
         self.guards = guards or {}
-        """Built guards of the guarded routes, by name (their ``challenge`` is read)."""
-        self.authorized = AuthorizedStreams()
+        """Built guards of the guarded routes, by name (they keep the streams authorized)."""
         self.routes = routes
         self.metrics = metrics
         self.retry = retry
@@ -400,9 +400,6 @@ class SseServer:
         self.preamble = preamble
 
     def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
-        if request.method == "POST" and _is_challenge_answer(request):
-            self.answer_challenge(request, stream)
-            return
         if request.method != "GET":
             simple_response(stream, 405, headers=[("allow", "GET")])
             return
@@ -411,7 +408,7 @@ class SseServer:
         if route is None:
             simple_response(stream, 404)
             return
-        refusal = check_guarded(request.identities, route.guarded)
+        refusal = route.guarded.admit(request, self.guards)
         if refusal is not None:
             self.metrics.inc("stream.errors.sent", self.name)
             answer_refusal(stream, refusal, binding=self.name, request=request)
@@ -440,43 +437,15 @@ class SseServer:
             subscription.cancel()
             return
         sink.subscription = subscription
-        grants = {
-            guard: (grant, float(getattr(self.guards.get(guard), "challenge", 0) or 0))
-            for guard in route.guarded
-            if isinstance(grant := request.identities.get(guard), JwtIdentity)
-        }
+        grants = [
+            (guard, grant)
+            for name, guard in request.authorized_by.items()
+            if isinstance(grant := request.identities.get(name), JwtIdentity)
+        ]
         if grants:
-            sink.authorization = self.authorized.start(
+            sink.authorization = keep_authorized(
                 sink, grants, connection_id=request.connection_id, http2=request.version == "2"
             )
-
-    def answer_challenge(self, request: Request, stream: ResponseStream) -> None:
-        """A challenge answer: extend this identity's streams (204) or say why not (403)."""
-        route = self.route(request.path)
-        if route is None or not route.guarded:
-            simple_response(stream, 405, headers=[("allow", "GET")])
-            return
-        refusal = check_guarded(request.identities, route.guarded)
-        if refusal is not None:
-            answer_refusal(stream, refusal, binding=self.name, request=request)
-            return
-        extended = 0
-        for guard in route.guarded:
-            fresh = request.identities.get(guard)
-            if not isinstance(fresh, JwtIdentity):
-                continue
-            count, reason = self.authorized.answer(
-                guard, fresh, connection_id=request.connection_id, http2=request.version == "2"
-            )
-            if not count:
-                refused = Refusal(403, guard, reason or "nothing to extend", "invalid_token")
-                answer_refusal(stream, refused, binding=self.name, request=request)
-                return
-            extended += count
-        log.event(
-            "sse.authorization_extended", binding=self.name, streams=extended, remote=request.remote
-        )
-        simple_response(stream, 204)
 
     def route(self, path: str) -> SseRoute | None:
         for route in self.routes:
@@ -503,11 +472,6 @@ class SseServer:
     def invalid_event(self, remote: str, id: str | None, reason: str) -> None:
         log.warning("sse.invalid_event", binding=self.name, remote=remote, id=id, reason=reason)
         self.metrics.inc("ssegate.sse.invalid_events", self.name)
-
-
-def _is_challenge_answer(request: Request) -> bool:
-    content_type = request.headers.get("content-type", "")
-    return content_type.split(";", 1)[0].strip().lower() == CHALLENGE_CONTENT_TYPE
 
 
 def _model_validator(content: dict[str, Any], path: str, ctx: BuildContext) -> Validator:
@@ -551,9 +515,10 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
             for i, w in enumerate(route.when)
             if "path" in w
         ] or [None]
-        routes.extend(SseRoute(p, source, dict(route.guarded)) for p in patterns)
+        guarded = Guarded.compile(route.guarded, f"{route.path}.guarded")
+        routes.extend(SseRoute(p, source, guarded) for p in patterns)
     if binding.exit:
-        routes.append(SseRoute(None, ctx.exit(binding.exit), {}))
+        routes.append(SseRoute(None, ctx.exit(binding.exit), Guarded()))
     guards = {g: ctx.guard(g) for route in routes for g in route.guarded}
     validators: list[tuple[Pattern, Validator]] = []
     for index, entry in enumerate(options.get("requests") or []):

@@ -2,10 +2,11 @@
 
 Per SSE request :class:`SseKafkaProxy` picks the first route whose ``when[].path`` pattern
 matches the path (``{name}`` captures a parameter; a route without ``when`` matches every
-path), checks the route's ``guarded``, reads the client's last event id into a start offset
-per partition, renders ``with.topic`` and ``with.filters`` for this request, and subscribes a
-:class:`~ssegate.bindings.sse_kafka.subscriber.TopicSubscriber` to the route's exit, a
-:class:`~ssegate.kafka.topics.TopicSource` (the ``kafka`` cache_client).
+path), checks the route's ``guarded`` (whose guards then keep the stream authorized, as on the
+sse server's routes: :mod:`ssegate.guards.streams`), reads the client's last event id into a
+start offset per partition, renders ``with.topic`` and ``with.filters`` for this request, and
+subscribes a :class:`~ssegate.bindings.sse_kafka.subscriber.TopicSubscriber` to the route's
+exit, a :class:`~ssegate.kafka.topics.TopicSource` (the ``kafka`` cache_client).
 
 Answers before the stream starts:
 
@@ -47,7 +48,7 @@ from ssegate.config.model import Binding, Route
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request
 from ssegate.engine.templates import MissingTemplateValue, Template
-from ssegate.guards import check_guarded
+from ssegate.guards.guarded import Guarded
 from ssegate.kafka.topics import TopicSource, UnknownTopic
 from ssegate.models.topics import ValueView
 from ssegate.telemetry import log
@@ -79,7 +80,7 @@ class SseKafkaRoute:
     filters: FilterTemplate | None
     id_format: EventIdFormat
     source: TopicSource
-    guarded: dict[str, list[str]]
+    guarded: Guarded
 
     def match(self, path: str) -> dict[str, str] | None:
         if not self.patterns:
@@ -104,9 +105,17 @@ class _Refused:
 class SseKafkaProxy:
     """The built ``sse-kafka`` proxy binding."""
 
-    def __init__(self, name: str, routes: list[SseKafkaRoute], metrics: Metrics) -> None:
+    def __init__(
+        self,
+        name: str,
+        routes: list[SseKafkaRoute],
+        metrics: Metrics,
+        guards: dict[str, Any] | None = None,
+    ) -> None:
         self.name = name
         self.routes = routes
+        self.guards = guards or {}
+        """The built guards of the guarded routes, by name (they keep the streams authorized)."""
         self.metrics = metrics
         self.encoded = EncodedMessages(binding=name, metrics=metrics)
         self.shared = SharedBatches()
@@ -128,7 +137,7 @@ class SseKafkaProxy:
         last_event_id: str | None,
         sink: SseSink,
     ) -> Subscription:
-        refusal = check_guarded(request.identities, route.guarded)
+        refusal = route.guarded.admit(request, self.guards)
         if refusal is not None:
             return self._refuse(sink, refusal.status, refusal.body(request), request)
         start: dict[int, int] = {}
@@ -241,7 +250,7 @@ def compile_route(route: Route, source: TopicSource, where: str) -> SseKafkaRout
         filters,
         _id_format(with_, f"{where}.with"),
         source,
-        dict(route.guarded),
+        Guarded.compile(route.guarded, f"{where}.guarded"),
     )
 
 
@@ -255,4 +264,5 @@ def build(binding: Binding, ctx: BuildContext) -> SseKafkaProxy:
     if binding.exit:
         fallback = Route(exit=binding.exit, path=f"{binding.path}.exit")
         routes.append(compile_route(fallback, ctx.exit(binding.exit), f"{binding.path}.exit"))
-    return SseKafkaProxy(binding.name, routes, ctx.metrics)
+    guards = {name: ctx.guard(name) for route in routes for name in route.guarded}
+    return SseKafkaProxy(binding.name, routes, ctx.metrics, guards)
