@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from ssegate.sse.encoder import KEEP_ALIVE, encode_comment, encode_event, encode_retry
+from ssegate.sse.encoder import (
+    KEEP_ALIVE,
+    encode_comment,
+    encode_event,
+    encode_retry,
+    timestamp_line,
+)
 
 
 def test_fields_are_written_in_zillas_order_without_space_after_colon() -> None:
     assert encode_event("a\nb", event="x", id="1") == b"id:1\nevent:x\ndata:a\ndata:b\n\n"
+
+
+def test_a_timestamp_comes_first_in_lower_case_hex_as_zilla_writes_it() -> None:
+    stamped = encode_event("Hello, world", event="one", id="7", timestamp=0x161E350A495)
+    assert stamped == b"timestamp:0x161e350a495\nid:7\nevent:one\ndata:Hello, world\n\n"
+    assert timestamp_line(0x161E350A495) + encode_event("x", id="7") == encode_event(
+        "x", id="7", timestamp=0x161E350A495
+    )
+    assert encode_event("x", timestamp=0) == b"data:x\n\n"
+    assert timestamp_line(0) == b""
 
 
 def test_data_only_event() -> None:

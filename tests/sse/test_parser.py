@@ -258,6 +258,17 @@ def test_lf_after_a_cr_ended_read_is_not_a_blank_line() -> None:
     assert parser.feed(b"\r\n") == [msg("a")]
 
 
+def test_the_event_field_is_kept_as_received_beside_the_dispatched_type() -> None:
+    events = SseParser().feed(b"event:\ndata:a\n\nevent:message\ndata:b\n\ndata:c\n\n")
+    assert [(e.type, e.event_field, e.relayed_type) for e in events if isinstance(e, SseEvent)] == [
+        ("message", "", ""),
+        ("message", "message", "message"),
+        ("message", None, None),
+    ]
+    assert SseEvent("tick", "x", "1").relayed_type == "tick"
+    assert SseEvent("message", "x", "1", "") == SseEvent("message", "x", "1")
+
+
 def test_id_is_committed_even_without_dispatch_and_reported_as_id_only() -> None:
     parser = SseParser()
     assert parser.feed(b"id: 42\n") == []

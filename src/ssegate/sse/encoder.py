@@ -1,8 +1,9 @@
 """Turning events into ``text/event-stream`` bytes, the way Zilla writes them.
 
-Every block is written in Zilla's order and style: ``id:``, ``event:``, the ``data:`` lines, then
-a blank line, with no space after the colon. A value that itself starts with a space gets one
-extra space after the colon, because a reader removes exactly one (``data:  x`` reads as `` x``).
+Every block is written in Zilla's order and style: ``timestamp:`` (only when asked for), ``id:``,
+``event:``, the ``data:`` lines, then a blank line, with no space after the colon. A value that
+itself starts with a space gets one extra space after the colon, because a reader removes
+exactly one (``data:  x`` reads as `` x``).
 
 ``data`` may contain CR, LF or CRLF: each of them ends a line, and every line becomes its own
 ``data:`` line, so a reader gets the lines back joined with LF. ``id`` and ``event`` cannot carry a
@@ -33,8 +34,13 @@ def _prefixed_lines(prefix: str, text: str) -> str:
     return prefix + text.replace("\n", "\n" + prefix) + "\n"
 
 
-def encode_event(data: str | None, *, event: str | None = None, id: str | None = None) -> bytes:
+def encode_event(
+    data: str | None, *, event: str | None = None, id: str | None = None, timestamp: int = 0
+) -> bytes:
     """One event block: ``id:<id>``, ``event:<event>``, ``data:<line>``…, blank line.
+
+    A ``timestamp`` above 0 (milliseconds since the epoch) comes first, as
+    :func:`timestamp_line` writes it, for a client that asked for ``ext=timestamp``.
 
     ``data=None`` writes no data line: with only an ``id`` that is the id-only block ``id:X\\n\\n``
     which moves a reader's last event id without firing an event. ``data=""`` writes ``data:``, an
@@ -42,11 +48,11 @@ def encode_event(data: str | None, *, event: str | None = None, id: str | None =
 
     Raises :class:`ValueError` when ``id`` contains CR, LF or NUL, or ``event`` contains CR or LF.
     """
-    out = ""
+    out = f"timestamp:0x{timestamp:x}\n" if timestamp > 0 else ""
     if id is not None:
         if "\n" in id or "\r" in id or "\0" in id:
             raise ValueError(f"an SSE id cannot contain CR, LF or NUL: {id!r}")
-        out = f"id: {id}\n" if id[:1] == " " else f"id:{id}\n"
+        out += f"id: {id}\n" if id[:1] == " " else f"id:{id}\n"
     if event is not None:
         if "\n" in event or "\r" in event:
             raise ValueError(f"an SSE event type cannot contain CR or LF: {event!r}")
@@ -57,6 +63,12 @@ def encode_event(data: str | None, *, event: str | None = None, id: str | None =
         else:
             out += f"data: {data}\n" if data[:1] == " " else f"data:{data}\n"
     return (out + "\n").encode()
+
+
+def timestamp_line(timestamp: int) -> bytes:
+    """``timestamp:0x<hex>\n``, the line Zilla's ``ext=timestamp`` puts before an event's
+    other fields (milliseconds since the epoch, lower-case hex); nothing for 0."""
+    return b"timestamp:0x%x\n" % timestamp if timestamp > 0 else b""
 
 
 def encode_comment(text: str = "") -> bytes:

@@ -18,7 +18,9 @@ The rules it follows:
   ASCII digits sets :attr:`SseParser.retry` at once, anything else is ignored.
 * A blank line ends a block. It commits the id buffer to :attr:`SseParser.last_event_id`, then,
   if any data line was seen, dispatches an :class:`SseEvent` (one trailing LF removed, type
-  ``message`` when none was given). The type never carries over to the next block.
+  ``message`` when none was given; the ``event`` field as received is kept beside it, so a
+  proxy can write an empty ``event:`` back as it came). The type never carries over to the
+  next block.
 * A block without data dispatches no event, but its id is still committed. When that moves the
   committed id, :meth:`~SseParser.feed` returns an :class:`SseIdOnly` in the event's place, so a
   proxy can write ``id:X`` + blank line and move its own clients' cursors too.
@@ -33,7 +35,7 @@ A line, or the data of one event, longer than ``max_event_size`` decoded charact
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_MAX_EVENT_SIZE = 1 << 20
 """1 MiB: the default limit on one line and on the data of one event, in characters."""
@@ -55,6 +57,16 @@ class SseEvent:
     """The data lines joined with LF."""
     id: str
     """The last event id at dispatch: the latest ``id`` field, possibly of an earlier block."""
+    event_field: str | None = field(default=None, compare=False)
+    """The ``event`` field as the block had it (``""`` for ``event:``), ``None`` without one."""
+
+    @property
+    def relayed_type(self) -> str | None:
+        """The ``event:`` value a proxy writes back: the field as received (an empty one
+        stays ``event:``); for an event built without one, its type, none for ``message``."""
+        if self.event_field is not None:
+            return self.event_field
+        return None if self.type == "message" else self.type
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +115,7 @@ class SseParser:
         self._partial_size = 0
         self._data_lines: list[str] = []
         self._data_size = 0
-        self._event_type = ""
+        self._event_type: str | None = None
         self._id_buffer = self.last_event_id
 
     def close(self) -> None:
@@ -203,7 +215,7 @@ class SseParser:
         id_moved = self._id_buffer != self.last_event_id
         self.last_event_id = self._id_buffer
         event_type = self._event_type
-        self._event_type = ""
+        self._event_type = None
         if not self._data_lines:
             if id_moved:
                 out.append(SseIdOnly(self._id_buffer))
@@ -211,4 +223,4 @@ class SseParser:
         data = "\n".join(self._data_lines)
         self._data_lines = []
         self._data_size = 0
-        out.append(SseEvent(event_type or "message", data, self._id_buffer))
+        out.append(SseEvent(event_type or "message", data, self._id_buffer, event_type))

@@ -231,7 +231,14 @@ class RecordingSink:
     def open(self) -> None:
         self.opened = True
 
-    def event(self, data: str | None, *, event: str | None = None, id: str | None = None) -> None:
+    def event(
+        self,
+        data: str | None,
+        *,
+        event: str | None = None,
+        id: str | None = None,
+        timestamp: int = 0,
+    ) -> None:
         self.calls.append((data, event, id))
 
     def write_encoded(self, data: bytes) -> None:

@@ -407,7 +407,7 @@ def test_a_254_byte_utf_8_last_event_id_over_http_1_1_is_accepted_and_255_refuse
         assert upstream.last_event_ids() == [accepted]
         too_long = await request(gateway, get("/events", b"Last-Event-ID: " + refused + b"\r\n"))
         assert too_long.status == 400
-        assert too_long.body == b"last event id is longer than 254 bytes\n"
+        assert too_long.body == b""  # Zilla's 400 has no body either
         too_long.writer.close()
 
     run(gateway, ordinary_stream, scenario)

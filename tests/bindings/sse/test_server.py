@@ -171,7 +171,8 @@ def test_last_event_id_over_254_bytes_is_rejected_with_400() -> None:
     server = server_with(source)
     stream = open_stream(server, get(headers={"last-event-id": as_received("é" * 128)}))
     assert stream.status == 400  # 256 bytes
-    assert b"254 bytes" in stream.body
+    assert stream.body == b""
+    assert ("content-length", "0") in stream.headers
     assert source.subscriptions == []
     assert server.metrics.counter("ssegate.sse.bad_last_event_ids", server.name) == 1
     accepted = open_stream(server, get(headers={"last-event-id": as_received("é" * 127)}))
@@ -215,6 +216,15 @@ def test_last_event_id_with_cr_lf_or_nul_is_rejected_with_400(request_: Request)
 def test_lastEventId_query_parameter_over_254_bytes_is_rejected_with_400() -> None:
     stream = open_stream(server_with(RecordingSource()), get("/events?lastEventId=" + "x" * 255))
     assert stream.status == 400
+
+
+def test_the_last_event_id_is_checked_before_the_route_is_looked_up() -> None:
+    binding = Binding(
+        "north_sse_server", "sse", "server", routes=[Route("events", when=[{"path": "/events"}])]
+    )
+    server = build(binding, FakeContext({"events": RecordingSource()}))
+    assert open_stream(server, get("/nowhere")).status == 404
+    assert open_stream(server, get("/nowhere?lastEventId=" + "x" * 255)).status == 400
 
 
 def test_last_event_id_header_wins_over_query_parameter() -> None:

@@ -4,8 +4,9 @@ The ``last-event-id`` header wins over the ``lastEventId`` query parameter (URL-
 is measured in the bytes received — the server edges read header bytes as Latin-1, so each
 character of the header is one byte — and then read as UTF-8, an invalid sequence becoming
 U+FFFD as a browser's decoder makes it. Two kinds of id are refused with
-:class:`BadLastEventId`: one over 254 bytes (as Zilla does), and one holding CR, LF or NUL,
-which no SSE stream can set (a line ends at CR or LF; an ``id`` field with NUL is ignored).
+:class:`BadLastEventId`: one over 254 bytes (as Zilla does: 400 with no body), and one holding
+CR, LF or NUL, which no SSE stream can set (a line ends at CR or LF; an ``id`` field with NUL is
+ignored), with its reason in the body.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ _NEVER_IN_AN_ID = (b"\r", b"\n", b"\x00")
 
 
 class BadLastEventId(ValueError):
-    """A last event id the sse server answers 400, with this reason."""
+    """A last event id the sse server answers 400; the reason is logged."""
 
     status = 400
+
+    def __init__(self, reason: str, *, told: bool = True) -> None:
+        super().__init__(reason)
+        self.body = f"{reason}\n".encode() if told else b""
+        """What the 400 says: nothing for an id over 254 bytes, as in Zilla."""
 
 
 def last_event_id_of(request: Request) -> str | None:
@@ -30,7 +36,9 @@ def last_event_id_of(request: Request) -> str | None:
     if raw is None:
         return None
     if len(raw) > MAX_LAST_EVENT_ID_BYTES:
-        raise BadLastEventId(f"last event id is longer than {MAX_LAST_EVENT_ID_BYTES} bytes")
+        raise BadLastEventId(
+            f"last event id is longer than {MAX_LAST_EVENT_ID_BYTES} bytes", told=False
+        )
     if any(byte in raw for byte in _NEVER_IN_AN_ID):
         raise BadLastEventId("last event id holds CR, LF or NUL, which no SSE id can")
     return raw.decode("utf-8", "replace")

@@ -1,10 +1,11 @@
 """The ``sse`` server binding: one downstream ``text/event-stream`` response per GET.
 
 :class:`SseServer` is the :class:`~ssegate.engine.exchange.HttpHandler` an http server route
-exits to. Per request it checks the method (GET only, else 405), picks a route by the path
-without its query (``when[].path`` globs, else 404), reads the resume position
-(:mod:`ssegate.bindings.sse.last_event_id`: over 254 bytes, or holding CR, LF or NUL, is a 400,
-``sse.bad_last_event_id``, ``ssegate.sse.bad_last_event_ids``) and subscribes to the route's
+exits to. Per request it checks the method (GET only, else 405), reads the resume position
+before any route is tried, as Zilla does (:mod:`ssegate.bindings.sse.last_event_id`: over 254
+bytes is a 400 with no body, one holding CR, LF or NUL a 400 with the reason;
+``sse.bad_last_event_id``, ``ssegate.sse.bad_last_event_ids``), picks a route by the path
+without its query (``when[].path`` globs, else 404) and subscribes to the route's
 :class:`~ssegate.bindings.sse.source.SseSource` with a :class:`DownstreamStream` as the sink.
 
 A route with ``guarded`` refuses requests its guards do not accept (401/403, see
@@ -12,6 +13,11 @@ A route with ``guarded`` refuses requests its guards do not accept (401/403, see
 through, here or on the http server's or the sse-kafka proxy's route: challenge events before
 the token expires and the end of the stream at ``exp`` (:mod:`ssegate.guards.streams`; the http
 server answers the challenge answers).
+
+A request whose ``accept`` asks for ``text/event-stream;ext=timestamp`` gets that content type
+back, and every event whose source knows when it happened (a Kafka record's timestamp, the
+moment an upstream event reached the gateway) starts with ``timestamp:0x<milliseconds since the
+epoch, in lower-case hex>``, as Zilla writes it.
 
 Options, Zilla's first then ssegate's own:
 
@@ -76,6 +82,9 @@ STREAM_HEADERS = [
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
     ("x-accel-buffering", "no"),
+]
+TIMESTAMPED_STREAM_HEADERS = [("content-type", "text/event-stream;ext=timestamp")] + [
+    header for header in STREAM_HEADERS if header[0] != "content-type"
 ]
 
 
@@ -170,12 +179,21 @@ class DownstreamStream:
         "stalled_since",
         "subscription",
         "sweep_period",
+        "timestamps",
     )
 
     def __init__(
-        self, server: SseServer, stream: ResponseStream, remote: str, validator: Validator | None
+        self,
+        server: SseServer,
+        stream: ResponseStream,
+        remote: str,
+        validator: Validator | None,
+        *,
+        timestamps: bool = False,
     ) -> None:
         self._server = server
+        self.timestamps = timestamps
+        """The client asked for ``ext=timestamp``: events carry ``timestamp:`` lines."""
         self._stream = stream
         self._validator = validator
         self._state = _PENDING
@@ -209,7 +227,9 @@ class DownstreamStream:
             return
         self._state = _OPEN
         server = self._server
-        self._stream.send_headers(200, STREAM_HEADERS)
+        self._stream.send_headers(
+            200, TIMESTAMPED_STREAM_HEADERS if self.timestamps else STREAM_HEADERS
+        )
         server.metrics.inc("stream.opens.sent", server.name)
         server.metrics.gauge("stream.active.sent", server.name, 1)
         if server.preamble:
@@ -218,7 +238,14 @@ class DownstreamStream:
             self.idle_since = server.sweep.clock()
             server.sweep.add(self)
 
-    def event(self, data: str | None, *, event: str | None = None, id: str | None = None) -> None:
+    def event(
+        self,
+        data: str | None,
+        *,
+        event: str | None = None,
+        id: str | None = None,
+        timestamp: int = 0,
+    ) -> None:
         if self._state == _CLOSED:
             return
         if data is not None and self._validator is not None:
@@ -232,7 +259,9 @@ class DownstreamStream:
             self.open()
         if id is not None:
             self.last_id = id
-        self._write(encode_event(data, event=event, id=id))
+        self._write(
+            encode_event(data, event=event, id=id, timestamp=timestamp if self.timestamps else 0)
+        )
 
     def write_encoded(self, data: bytes) -> None:
         if self._state == _PENDING:
@@ -403,6 +432,17 @@ class SseServer:
         if request.method != "GET":
             simple_response(stream, 405, headers=[("allow", "GET")])
             return
+        try:
+            last_id = last_event_id_of(request)
+        except BadLastEventId as exc:
+            reason = str(exc)
+            log.warning(
+                "sse.bad_last_event_id", binding=self.name, remote=request.remote, reason=reason
+            )
+            self.metrics.inc("ssegate.sse.bad_last_event_ids", self.name)
+            self.metrics.inc("stream.errors.sent", self.name)
+            simple_response(stream, exc.status, exc.body)
+            return
         path = request.path
         route = self.route(path)
         if route is None:
@@ -413,19 +453,10 @@ class SseServer:
             self.metrics.inc("stream.errors.sent", self.name)
             answer_refusal(stream, refusal, binding=self.name, request=request)
             return
-        try:
-            last_id = last_event_id_of(request)
-        except BadLastEventId as exc:
-            reason = str(exc)
-            log.warning(
-                "sse.bad_last_event_id", binding=self.name, remote=request.remote, reason=reason
-            )
-            self.metrics.inc("ssegate.sse.bad_last_event_ids", self.name)
-            self.metrics.inc("stream.errors.sent", self.name)
-            simple_response(stream, exc.status, reason.encode() + b"\n")
-            return
         validator = next((v for p, v in self.validators if p.match(path) is not None), None)
-        sink = DownstreamStream(self, stream, request.remote, validator)
+        sink = DownstreamStream(
+            self, stream, request.remote, validator, timestamps=wants_timestamps(request)
+        )
         stream.on_close(sink.stream_closed)
         try:
             subscription = route.source.subscribe(request, last_id or None, sink)
@@ -472,6 +503,12 @@ class SseServer:
     def invalid_event(self, remote: str, id: str | None, reason: str) -> None:
         log.warning("sse.invalid_event", binding=self.name, remote=remote, id=id, reason=reason)
         self.metrics.inc("ssegate.sse.invalid_events", self.name)
+
+
+def wants_timestamps(request: Request) -> bool:
+    """The client asked for ``text/event-stream;ext=timestamp`` (Zilla's test: the ``accept``
+    header holds ``ext=timestamp``)."""
+    return "ext=timestamp" in request.headers.get("accept", "")
 
 
 def _model_validator(content: dict[str, Any], path: str, ctx: BuildContext) -> Validator:

@@ -32,15 +32,29 @@ class SseSink(Protocol):
     def open(self) -> None:
         """The source is live: send the ``200`` headers now even if no event is ready yet."""
 
-    def event(self, data: str | None, *, event: str | None = None, id: str | None = None) -> None:
+    def event(
+        self,
+        data: str | None,
+        *,
+        event: str | None = None,
+        id: str | None = None,
+        timestamp: int = 0,
+    ) -> None:
         """Send one event; ``data=None`` sends only ``id`` (moves the client's resume cursor).
 
-        ``event=None`` is the default type ``message``; ``id=None`` leaves the client's last
-        event id as it is, ``id=""`` resets it.
+        ``event=None`` writes no ``event:`` line (the type ``message``); ``id=None`` leaves the
+        client's last event id as it is, ``id=""`` resets it. ``timestamp`` is when the event
+        happened, in milliseconds since the epoch (0: unknown), written only for a client that
+        asked for it (:attr:`timestamps`).
         """
 
     def write_encoded(self, data: bytes) -> None:
         """Send bytes already encoded as whole SSE blocks (shared by many subscribers)."""
+
+    @property
+    def timestamps(self) -> bool:
+        """The client asked for ``ext=timestamp``: bytes for :meth:`write_encoded` must carry a
+        ``timestamp:`` line before each event that has one."""
 
     def comment(self, text: str = "") -> None:
         """Send a comment line (``:text``) and a blank line."""

@@ -10,7 +10,10 @@ A member is *in step* when its client's last event id is the fanout's: it takes 
 bytes. A member that is not in step (it joined without an id while the fanout's id is set) gets
 its next items through :meth:`SseSink.event` with the id written out, and is in step after that.
 A sink that checks each event (:attr:`DownstreamStream.validates`, a ``requests[].content``
-model) always gets its items one by one through :meth:`SseSink.event`, so the check still runs.
+model) always gets its items one by one through :meth:`SseSink.event`, so the check still runs,
+and so does one whose client asked for ``ext=timestamp``: its events carry the moment they
+reached the gateway. An event is relayed with its ``event:`` field as the upstream wrote it
+(``event:`` with no type stays so).
 
 :meth:`UpstreamFanout.absorb` moves the members of another fanout of the same upstream request
 into this one when both reached the same position, after writing them what they missed.
@@ -21,6 +24,7 @@ Everything here is synchronous; the connection, its reconnects and the sharing r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from ssegate.bindings.sse.source import SseSink
@@ -33,15 +37,17 @@ UpstreamItem = SseEvent | SseIdOnly
 class FanoutMember:
     """One downstream stream reading a shared upstream (the :class:`Subscription` it holds)."""
 
-    __slots__ = ("client_id", "fanout", "in_step", "sink", "validates")
+    __slots__ = ("client_id", "fanout", "in_step", "own_encoding", "sink", "timestamps")
 
     def __init__(self, fanout: UpstreamFanout, sink: SseSink, client_id: str) -> None:
         self.fanout = fanout
         self.sink = sink
-        self.validates = bool(getattr(sink, "validates", False))
+        self.timestamps = bool(getattr(sink, "timestamps", False))
+        self.own_encoding = self.timestamps or bool(getattr(sink, "validates", False))
+        """The sink checks each event or wants ``timestamp:`` lines: it never shares bytes."""
         self.client_id = client_id
         """The last event id this downstream's client holds (kept for members not in step)."""
-        self.in_step = client_id == fanout.relayed_id and not self.validates
+        self.in_step = client_id == fanout.relayed_id and not self.own_encoding
 
     def cancel(self) -> None:
         self.fanout.remove(self)
@@ -51,19 +57,25 @@ class FanoutMember:
         return None
 
     def deliver_items(self, items: Sequence[UpstreamItem]) -> None:
-        """Send ``items`` one by one with this member's own id bookkeeping."""
+        """Send ``items`` one by one with this member's own id bookkeeping (and, for a client
+        that asked for timestamps, the moment they reached the gateway)."""
         sink = self.sink
         client_id = self.client_id
+        arrived = int(time.time() * 1000) if self.timestamps else 0
         for item in items:
             moved = item.id != client_id
             client_id = item.id
             if isinstance(item, SseEvent):
-                event_type = None if item.type == "message" else item.type
-                sink.event(item.data, event=event_type, id=item.id if moved else None)
+                sink.event(
+                    item.data,
+                    event=item.relayed_type,
+                    id=item.id if moved else None,
+                    timestamp=arrived,
+                )
             else:
                 sink.event(None, id=item.id)
         self.client_id = client_id
-        self.in_step = not self.validates and client_id == self.fanout.relayed_id
+        self.in_step = not self.own_encoding and client_id == self.fanout.relayed_id
 
 
 class UpstreamFanout:
@@ -127,9 +139,8 @@ class UpstreamFanout:
             relayed = item.id
             marks.append(relayed if moved else None)
             if isinstance(item, SseEvent):
-                event_type = None if item.type == "message" else item.type
                 blocks.append(
-                    encode_event(item.data, event=event_type, id=relayed if moved else None)
+                    encode_event(item.data, event=item.relayed_type, id=relayed if moved else None)
                 )
             else:
                 blocks.append(encode_event(None, id=relayed))

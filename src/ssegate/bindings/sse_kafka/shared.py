@@ -117,15 +117,21 @@ def value_text(
 class SubscriberShape:
     """What, besides its progress, decides the bytes a subscriber writes for a batch."""
 
-    __slots__ = ("_hash", "filter", "id_format", "view")
+    __slots__ = ("_hash", "filter", "id_format", "timestamps", "view")
 
     def __init__(
-        self, message_filter: MessageFilter | None, id_format: EventIdFormat, view: ValueView | None
+        self,
+        message_filter: MessageFilter | None,
+        id_format: EventIdFormat,
+        view: ValueView | None,
+        timestamps: bool = False,
     ) -> None:
         self.filter = message_filter
         self.id_format = id_format
         self.view = view
-        self._hash = hash((message_filter, id_format, view))
+        self.timestamps = timestamps
+        """The client asked for ``ext=timestamp``: each event starts with ``timestamp:``."""
+        self._hash = hash((message_filter, id_format, view, timestamps))
 
     def __hash__(self) -> int:
         return self._hash
@@ -136,6 +142,7 @@ class SubscriberShape:
             and self.filter == other.filter
             and self.id_format is other.id_format
             and self.view == other.view
+            and self.timestamps is other.timestamps
         )
 
 
@@ -171,9 +178,13 @@ class SharedBatches:
         self._shapes: dict[SubscriberShape, SubscriberShape] = {}
 
     def shape(
-        self, message_filter: MessageFilter | None, id_format: EventIdFormat, view: ValueView | None
+        self,
+        message_filter: MessageFilter | None,
+        id_format: EventIdFormat,
+        view: ValueView | None,
+        timestamps: bool = False,
     ) -> SubscriberShape:
-        shape = SubscriberShape(message_filter, id_format, view)
+        shape = SubscriberShape(message_filter, id_format, view, timestamps)
         found = self._shapes.get(shape)
         if found is not None:
             return found

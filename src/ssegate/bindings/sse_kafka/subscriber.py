@@ -19,6 +19,9 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   A view that fails on a value its model accepted is logged and counted
   (``ssegate.sse_kafka.view_failures``) and the event carries the UTF-8 text instead.
 - A tombstone is ``event:delete`` with ``data:`` = base64url(key) (``data:`` for a null key).
+- A client that asked for ``ext=timestamp`` gets ``timestamp:0x<hex>`` (the record's timestamp,
+  milliseconds since the epoch) before each message's ``id:``; it is part of the subscriber's
+  shape, so such clients share their bytes among themselves.
 - A subscriber with filters declares their :class:`~ssegate.kafka.topics.Interest`: once live
   on a partition it is offered only the messages it may want, and is not called at all for a
   batch with none. Its progress on a live partition is the topic's shared
@@ -54,6 +57,7 @@ from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.shared import BatchOutcome, EncodedMessages, SharedBatches
 from ssegate.kafka.topics import Interest, KafkaMessage, LivePositions, TopicSubscription
 from ssegate.models.topics import ValueView
+from ssegate.sse.encoder import timestamp_line
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
@@ -126,7 +130,9 @@ class TopicSubscriber:
         self.stats = stats
         self.view = view
         self.shared = shared if shared is not None else SharedBatches()
-        self.shape = self.shared.shape(message_filter, id_format, view)
+        self.shape = self.shared.shape(
+            message_filter, id_format, view, bool(getattr(sink, "timestamps", False))
+        )
         self.interest: Interest | None = (
             message_filter.interest() if message_filter is not None else None
         )
@@ -186,6 +192,7 @@ class TopicSubscriber:
         get = self.encoded.get
         view = self.view
         id_format = self.id_format
+        timestamps = self.shape.timestamps
         out: list[bytes] = []
         skipped = 0
         for message in messages:
@@ -196,6 +203,8 @@ class TopicSubscriber:
             skipped = 0
             shared = get(message, view)
             event_id = format_event_id(progress.token(), shared.etag, id_format, shared.key64)
+            if timestamps:
+                out.append(timestamp_line(message.timestamp_ms))
             out.append(b"id:" + event_id.encode() + b"\n" + shared.block)
         data = (b"".join(out) if len(out) > 1 else out[0]) if out else None
         return BatchOutcome(data, progress.snapshot(), skipped)
