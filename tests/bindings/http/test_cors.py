@@ -203,8 +203,15 @@ def test_credentials_echo_the_origin_and_allow_credentials() -> None:
     ]
 
 
-def test_no_cors_headers_without_origin_for_same_origin_or_same_origin_policy() -> None:
-    assert _access({"policy": "cross-origin"}).response_headers(_request()) == []
+def test_a_request_without_origin_gets_a_wildcard_under_cross_origin_as_in_zilla() -> None:
+    wildcard = [("access-control-allow-origin", "*")]
+    assert _access({"policy": "cross-origin"}).response_headers(_request()) == wildcard
+    listed = _access({"policy": "cross-origin", "allow": {"origins": [OTHER]}})
+    assert listed.response_headers(_request()) == wildcard
+    assert _access(None).response_headers(_request()) == []
+
+
+def test_no_cors_headers_for_same_origin_or_under_the_same_origin_policy() -> None:
     assert (
         _access({"policy": "cross-origin"}).response_headers(
             _request(origin="https://example.com:9090")

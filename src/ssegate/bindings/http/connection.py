@@ -2,9 +2,10 @@
 
 Over TLS the choice is ALPN's: ``h2`` selected means HTTP/2, anything else HTTP/1.1. In
 cleartext the first bytes decide: the HTTP/2 prior-knowledge preface (h2c) hands the connection
-to HTTP/2, anything else to HTTP/1.1. The ``versions`` a server offers are respected: without
-``h2`` the preface is just a bad HTTP/1.1 request (505), and without ``http/1.1`` every HTTP/1.1
-request is answered 505 and the connection closed.
+to HTTP/2, anything else to HTTP/1.1, which hands it over to HTTP/2 after an ``Upgrade: h2c``
+request it answers 101 (:mod:`ssegate.bindings.http.h2c`). The ``versions`` a server offers are
+respected: without ``h2`` the preface is just a bad HTTP/1.1 request (505), and without
+``http/1.1`` every HTTP/1.1 request is answered 505 and the connection closed.
 
 This module also holds what both protocols share: :class:`HttpLimits` and the ``Dispatch``
 callable through which a complete request reaches the server.
@@ -181,25 +182,40 @@ class HttpConnectionProtocol(asyncio.Protocol):
 
     def _choose(self, http2: bool) -> None:
         self._cancel_sniff_timer()
-        inner: asyncio.Protocol
         if http2:
-            registry = self._registry
-            inner = H2Protocol(
-                self._dispatch,
-                self._limits,
-                scheme=self._scheme,
-                connection_id=self._connection_id,
-                binding=registry.name if registry is not None else "",
-                metrics=registry.metrics if registry is not None else None,
-            )
-        else:
-            inner = Http1Protocol(
+            self._start(self._http2())
+            return
+        cleartext_h2 = self._scheme == "http" and H2 in self._versions
+        self._start(
+            Http1Protocol(
                 self._dispatch,
                 self._limits,
                 scheme=self._scheme,
                 connection_id=self._connection_id,
                 refuse_status=None if HTTP_1_1 in self._versions else 505,
+                switch_to_h2=self._switch_to_h2 if cleartext_h2 else None,
             )
+        )
+
+    def _switch_to_h2(self, request: Request, body: bytes, settings: bytes, rest: bytes) -> None:
+        """``Upgrade: h2c`` was answered 101: HTTP/2 from here on, ``request`` is stream 1."""
+        self._start(self._http2((request, body, settings)))
+        if rest:
+            self.data_received(rest)
+
+    def _http2(self, upgraded: tuple[Request, bytes, bytes] | None = None) -> H2Protocol:
+        registry = self._registry
+        return H2Protocol(
+            self._dispatch,
+            self._limits,
+            scheme=self._scheme,
+            connection_id=self._connection_id,
+            binding=registry.name if registry is not None else "",
+            metrics=registry.metrics if registry is not None else None,
+            upgraded=upgraded,
+        )
+
+    def _start(self, inner: asyncio.Protocol) -> None:
         self._inner = inner
         assert self._transport is not None
         inner.connection_made(self._transport)

@@ -19,6 +19,8 @@ Origins, methods and headers are answered explicitly (the request's own values e
 they were listed or ``credentials`` is on, because browsers ignore ``*`` for credentialed
 requests; otherwise with ``*``. An echoed origin comes with ``vary: origin``. ``max-age``
 (seconds) is sent on preflights, ``expose.headers`` narrows ``access-control-expose-headers``.
+A request without ``origin`` (not a browser's cross-origin request) is answered
+``access-control-allow-origin: *`` under ``cross-origin``, as Zilla does.
 
 Two deliberate differences from Zilla, both about what browsers require: an allowed preflight
 also carries ``access-control-allow-credentials`` when credentials are on, and a wildcard
@@ -246,15 +248,19 @@ class AccessControl:
         """CORS headers to add to a normal response to ``request``.
 
         ``response`` is the response's own headers: they decide what
-        ``access-control-expose-headers`` names. Nothing is added for requests without
-        ``origin``, same-origin requests, or under the same-origin policy.
+        ``access-control-expose-headers`` names. Nothing is added for same-origin requests or
+        under the same-origin policy. A request without ``origin`` gets
+        ``access-control-allow-origin: *`` under the cross-origin policy, as Zilla answers it.
         """
+        if self.policy != CROSS_ORIGIN:
+            return []
         origin = request.headers.get("origin")
-        if origin is None or self.policy != CROSS_ORIGIN or self.is_same_origin(request):
+        if origin is None:
+            headers = [("access-control-allow-origin", "*")]
+        elif self.is_same_origin(request) or not self.allows_origin(origin):
             return []
-        if not self.allows_origin(origin):
-            return []
-        headers = self._allow_origin_headers(origin)
+        else:
+            headers = self._allow_origin_headers(origin)
         if self.credentials:
             headers.append(("access-control-allow-credentials", "true"))
         exposable = [
@@ -270,7 +276,7 @@ class AccessControl:
                 headers.append(("access-control-expose-headers", ", ".join(unique)))
             else:
                 headers.append(("access-control-expose-headers", "*"))
-        if self._explicit_origin():
+        if origin is not None and self._explicit_origin():
             headers.append(("vary", "origin"))
         return headers
 

@@ -7,6 +7,10 @@ cannot be parsed is answered, in its turn, with the status it earned and the con
 or any request with more than one (RFC 9112 §3.2), 431 for a head over the header limit, 413 for
 a body over the body limit, 505 for an HTTP version other than 1.0 and 1.1.
 
+A request asking for ``Upgrade: h2c`` on a cleartext connection of a server offering h2 is
+answered ``101 Switching Protocols`` and the connection goes on as HTTP/2
+(:mod:`ssegate.bindings.http.h2c`); other upgrades are answered as plain HTTP/1.1.
+
 A response without ``content-length`` that is not ended at once is sent chunked (close-delimited
 for an HTTP/1.0 client). Write backpressure follows the transport: ``pause_writing`` and
 ``resume_writing`` are tracked and every ``on_drain`` callback of the response in flight runs on
@@ -20,18 +24,23 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, cast
 
 import httptools
 
+from ssegate.bindings.http.h2c import SWITCHING, as_stream_one, h2c_settings
 from ssegate.bindings.http.timer import ConnectionTimer, linger_close
 from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
 
 if TYPE_CHECKING:
     from ssegate.bindings.http.connection import Dispatch, HttpLimits
+
+SwitchToH2 = Callable[[Request, bytes, bytes, bytes], None]
+"""Hand the connection to HTTP/2: the upgraded request, its body, its ``HTTP2-Settings``
+(padded base64url) and the bytes that followed the request."""
 
 # Pipelined requests held before reading pauses.
 MAX_QUEUED_REQUESTS = 32
@@ -54,6 +63,25 @@ class _Received:
 class _Refused:
     status: int
     reason: str
+
+
+@dataclass(slots=True)
+class _Upgrading:
+    """A request that asked for an upgrade, held out of the queue while its body arrives (the
+    parser stops at the end of such a head)."""
+
+    received: _Received
+    missing: int
+    settings: bytes | None
+    """The ``HTTP2-Settings`` of an h2c upgrade this connection may take, else ``None``."""
+    body: bytearray = field(default_factory=bytearray)
+
+    def take(self, data: bytes) -> bytes:
+        """Keep what of ``data`` belongs to the body; returns the rest."""
+        part = data[: self.missing]
+        self.body += part
+        self.missing -= len(part)
+        return data[len(part) :]
 
 
 def reason_phrase(status: int) -> str:
@@ -201,8 +229,12 @@ class Http1Protocol(asyncio.Protocol):
         scheme: str = "http",
         connection_id: int = 0,
         refuse_status: int | None = None,
+        switch_to_h2: SwitchToH2 | None = None,
     ) -> None:
         self._dispatch = dispatch
+        self._switch_to_h2 = switch_to_h2
+        """Set on a cleartext connection of a server offering h2: ``Upgrade: h2c`` is taken."""
+        self._upgrading: _Upgrading | None = None
         self._limits = limits
         self._scheme = scheme
         self._connection_id = connection_id
@@ -241,13 +273,19 @@ class Http1Protocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._failed or self._closing:
             return
+        upgrading = self._upgrading
+        if upgrading is not None:
+            data = upgrading.take(data)
+            if upgrading.missing:
+                return
+            self._upgrading = None
+            if self._upgraded(upgrading, data):
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
-            # Upgrades (h2c, websocket) are not offered: the request was answered as plain
-            # HTTP/1.1, and what follows it is parsed as the next request.
             self._parser = httptools.HttpRequestParser(self)
-            self.data_received(data[int(upgrade.args[0]) :])
+            self._upgrade_asked(data[int(upgrade.args[0]) :])
             return
         except httptools.HttpParserCallbackError:
             self._refuse(self._reject_status, self._reject_reason)
@@ -382,6 +420,43 @@ class Http1Protocol(asyncio.Protocol):
             self._close()
             return
         self._start_next()
+
+    # -- upgrades -----------------------------------------------------------------------------
+
+    def _upgrade_asked(self, rest: bytes) -> None:
+        """The parser stopped after the head of a request asking for an upgrade (``rest``
+        follows it): read its body, then switch to HTTP/2 (h2c) or answer it as HTTP/1.1 and
+        parse what follows as the next request. Other upgrades (websocket) are not offered."""
+        received = self._queue.pop() if self._queue else None
+        if not isinstance(received, _Received):
+            self._refuse(400, "malformed upgrade request")
+            return
+        length = 0
+        for name, value in self._headers:
+            lower = name.lower()
+            if lower == b"transfer-encoding":
+                self._refuse(400, "a request asking for an upgrade cannot send a chunked body")
+                return
+            if lower == b"content-length":
+                length = int(value)
+        alone = self._current is None and not self._queue
+        settings = h2c_settings(self._headers) if self._switch_to_h2 and alone else None
+        self._upgrading = _Upgrading(received, length, settings)
+        self.data_received(rest)
+
+    def _upgraded(self, upgrading: _Upgrading, rest: bytes) -> bool:
+        """The upgrade request is complete: True when the connection went to HTTP/2."""
+        received = upgrading.received
+        received.body = bytes(upgrading.body)
+        switch = self._switch_to_h2
+        if upgrading.settings is None or switch is None or self._current or self._queue:
+            self._queue.append(received)
+            return False
+        self._closing = True  # nothing more is read or answered here
+        self._cancel_idle()
+        self.write(SWITCHING)
+        switch(as_stream_one(received.request), received.body, upgrading.settings, rest)
+        return True
 
     # -- internals ----------------------------------------------------------------------------
 

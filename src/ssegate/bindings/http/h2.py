@@ -191,8 +191,11 @@ class H2Protocol(asyncio.Protocol):
         connection_id: int = 0,
         binding: str = "",
         metrics: Metrics | None = None,
+        upgraded: tuple[Request, bytes, bytes] | None = None,
     ) -> None:
         self._dispatch = dispatch
+        self._upgraded = upgraded
+        """After ``Upgrade: h2c``: the request (stream 1), its body and its HTTP2-Settings."""
         self._limits = limits
         self._scheme = scheme
         self._connection_id = connection_id
@@ -231,13 +234,24 @@ class H2Protocol(asyncio.Protocol):
                 codes.MAX_HEADER_LIST_SIZE: self._limits.max_header_bytes,
             },
         )
-        self._conn.initiate_connection()
+        upgraded, self._upgraded = self._upgraded, None
+        if upgraded is None:
+            self._conn.initiate_connection()
+        else:
+            self._conn.initiate_upgrade_connection(upgraded[2])
         if self._limits.initial_window_size > _DEFAULT_WINDOW:
             self._conn.increment_flow_control_window(
                 self._limits.initial_window_size - _DEFAULT_WINDOW
             )
         self._flush()
-        self._arm_idle()
+        if upgraded is None:
+            self._arm_idle()
+            return
+        request, body, _ = upgraded
+        request.remote = self._remote
+        stream = H2ResponseStream(self, 1, head_only=request.method == "HEAD")
+        self._streams[1] = stream
+        self._dispatch(request, body, stream)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:

@@ -13,8 +13,9 @@ then tried in order: the first whose ``when`` matches and whose ``guarded`` acce
 identities (role expressions evaluated for this request) answers, on a stream that adds the
 CORS response headers, and its guards keep authorized the stream the request opens; when
 routes matched but only their guards refused, the answer is 401 (no credentials) or 403 (bad
-credentials, missing roles) with ``www-authenticate``; no route is 404. A request that reaches
-a route is then held to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that
+credentials, missing roles) with ``www-authenticate``; no route is 404. The route's exit gets
+the request with ``options.overrides`` set on it (:mod:`ssegate.bindings.http.overrides`), and
+only once it is held to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that
 fails its rule is answered 400 (413 for a body too large to check) naming what failed and the
 rule's config path, logged, counted in ``http.requests.invalid``, and never handed to the
 exit. Bodies arrive
@@ -41,6 +42,7 @@ from ssegate.bindings.http.connection import (
 )
 from ssegate.bindings.http.cors import AccessControl
 from ssegate.bindings.http.h2_floods import FrameBudgets
+from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
@@ -139,11 +141,14 @@ class HttpServer:
         limits: HttpLimits | None = None,
         authorization: list[GuardCredentials] | None = None,
         requests: RequestRules | None = None,
+        overrides: HeaderOverrides | None = None,
     ) -> None:
         self.name = name
         self.authorization = authorization or []
         self.guards = {entry.name: entry.guard for entry in self.authorization}
         """The guards of ``options.authorization``, by name (their routes' guards are these)."""
+        self.overrides = overrides
+        """``options.overrides``: headers set on the request handed to an exit."""
         self.credentials_hints = {entry.name: entry.lookup.hint() for entry in self.authorization}
         """How to present each guard's credentials, for the body of a 401 or 403."""
         self.requests = requests
@@ -282,6 +287,8 @@ class HttpServer:
             simple_response(observed, 404, b"no route\n")
             return
         request.params = dict(match.params)
+        if self.overrides is not None:
+            request = self.overrides.apply(request)
         if self.requests is not None:
             problem = self.requests.check(request, body)
             if problem is not None:
@@ -458,4 +465,7 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
         limits=limits,
         authorization=authorization,
         requests=requests,
+        overrides=HeaderOverrides.parse(
+            options.get("overrides"), f"{binding.path}.options.overrides"
+        ),
     )
