@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ssegate import __version__
 from ssegate.config.errors import ConfigError, NotSupportedYet
@@ -146,11 +146,18 @@ def _validate(args: argparse.Namespace) -> int:
         except NotSupportedYet as exc:
             if str(exc) not in warnings:
                 warnings.append(str(exc))
-    for name in config.guards:
+    checks: list[Callable[[], object]] = [
+        *(lambda name=name: runtime.guard(name) for name in config.guards),
+        *(lambda name=name: runtime.vault(name) for name in config.vaults),
+        lambda: runtime.catalogs,
+        *(lambda name=name: runtime.exporter(name) for name in config.exporters),
+    ]
+    for check in checks:
         try:
-            runtime.guard(name)
+            check()
         except NotSupportedYet as exc:
-            warnings.append(str(exc))
+            if str(exc) not in warnings:
+                warnings.append(str(exc))
     for line in warnings:
         print(f"ssegate: warning: {line}", file=sys.stderr)
     print(f"{args.config}: valid ({len(config.bindings)} bindings)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,35 @@ def test_an_sse_channel_mapped_to_a_kafka_channel_becomes_an_sse_kafka_route(
     tcp = config.bindings["north_tcp_server"]
     assert tcp.options == {"host": "localhost", "port": 7114}
     assert tcp.exit == "north_http_server"
+
+
+def test_a_spec_read_from_a_catalog_is_narrowed_to_the_servers_its_entry_names(
+    tmp_path: Path,
+) -> None:
+    sse = copy.deepcopy(SSE_API)
+    sse["servers"]["other"] = {"host": "localhost:7115", "protocol": "http", "pathname": "/v2"}
+    (tmp_path / "kafka.yaml").write_text(yaml.safe_dump(KAFKA_API))
+    (tmp_path / "sse.yaml").write_text(yaml.safe_dump(sse))  # the proxy's copy
+    catalog = {"events": {"schema": json.dumps(sse), "version": 3}}
+    entry = {"catalog": {"specs": {"subject": "events", "version": 3}}, "servers": []}
+    document = yaml.safe_load(KAFKA_CONFIG)
+    document["catalogs"] = {"specs": {"type": "inline", "options": {"subjects": catalog}}}
+    picks = {
+        "by name": [{"name": "plain"}],
+        "by host and pathname": [{"host": "localhost:7114", "pathname": "/"}],
+        "by url": [{"url": "localhost:7114"}],
+    }
+    for servers in picks.values():
+        entry["servers"] = servers
+        document["bindings"]["north"]["options"]["specs"]["sse_api"] = entry
+        config = load_config_text(yaml.safe_dump(document), base_dir=str(tmp_path))
+        assert config.bindings["north_tcp_server"].options["port"] == 7114
+    entry["servers"] = [{"name": "nowhere"}]
+    with pytest.raises(ConfigError) as raised:
+        load_config_text(yaml.safe_dump(document), base_dir=str(tmp_path))
+    assert str(raised.value) == (
+        "bindings.north.options.specs.sse_api.servers: selects none of the document's servers"
+    )
 
 
 def test_a_2_6_document_expands_like_its_3_0_twin(tmp_path: Path) -> None:

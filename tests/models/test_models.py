@@ -250,3 +250,29 @@ def test_models_survive_pickle_and_validate_the_same_after() -> None:
         copy = pickle.loads(pickle.dumps(model))
         assert copy.validate(good) is None
         assert copy.validate(bad) == model.validate(bad)
+
+
+@pytest.mark.parametrize(
+    ("block", "error"),
+    [
+        ({"model": "json", "pattern": "a+"}, "m.pattern: applies to string models, not to json"),
+        (
+            {"model": "string", "view": "json"},
+            "m.view: applies to avro and protobuf models, not to string",
+        ),
+        (
+            {"model": "avro", "encoding": "utf_8", "catalog": {"c": [{"id": 1}]}},
+            "m.encoding: applies to string models, not to avro",
+        ),
+        (
+            {"model": "json", "catalog": {"c": [{"subject": "s", "record": "Tick"}]}},
+            "m.catalog.c[0].record: names a protobuf message; a json model has none",
+        ),
+    ],
+)
+def test_an_option_another_kind_of_model_reads_is_a_config_error(
+    block: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        build_model(block, "m")
+    assert str(raised.value) == error

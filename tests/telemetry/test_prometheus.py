@@ -10,6 +10,7 @@ from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
 from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.prometheus import render, start_prometheus
+from ssegate.telemetry.selection import MetricSelection
 
 
 def small_metrics() -> Metrics:
@@ -38,6 +39,20 @@ def test_render_writes_exact_exposition_text() -> None:
         'http_duration_sum{binding="h"} 0.502\n'
         'http_duration_count{binding="h"} 2\n'
     )
+
+
+def test_telemetry_metrics_select_the_zilla_series_each_binding_asks_for() -> None:
+    selection = MetricSelection.of(
+        {"metrics": ["stream.*", "http.request.size"]},
+        {"north_sse_server": {"metrics": ["stream.opens.*"]}, "h": {"metrics": ["http.*"]}},
+    )
+    rendered = render(small_metrics(), selection)
+    assert 'stream_opens_received_total{binding="north_sse_server"} 2' in rendered
+    assert "stream_active_received" not in rendered  # not in north_sse_server's list
+    assert "http_duration" not in rendered  # h asks for http.*, the config declares one of them
+    assert "ssegate_tls_handshake_failures_total" in rendered  # ssegate's own: always
+    assert MetricSelection.of({}, {"h": {}}) is None
+    assert render(small_metrics(), None) == render(small_metrics())
 
 
 def test_render_of_no_metrics_is_empty() -> None:

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 from ssegate.bindings.tcp.server import TcpServer
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Component, Config
+from ssegate.config.unsupported import refuse_unsupported, refuse_unsupported_component
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
+from ssegate.telemetry.selection import MetricSelection
 
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
@@ -116,6 +118,7 @@ class Runtime:
         if name in self._building:
             raise ConfigError(binding.path, "binding refers back to itself through its exits")
         target = FACTORIES.get((binding.type, binding.kind))
+        refuse_unsupported(binding)
         if target is None:
             raise NotSupportedYet(
                 f"{binding.path}.type",
@@ -134,6 +137,7 @@ class Runtime:
         vault = self._vaults.get(name)
         if vault is None:
             component = self._config.vaults[name]
+            refuse_unsupported_component("vault", component)
             target = VAULT_FACTORIES.get(component.type)
             if target is None:
                 raise ConfigError(
@@ -161,13 +165,31 @@ class Runtime:
         if self._catalogs is None:
             from ssegate.catalogs import build_catalogs
 
+            for component in self._config.catalogs.values():
+                refuse_unsupported_component("catalog", component)
             self._catalogs = build_catalogs(self._config, self.resolve_path)
         return self._catalogs
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def exporter(self, name: str) -> Callable[..., Any]:
+        """The function that starts exporter ``name``; NotSupportedYet for a type ssegate does
+        not have."""
+        component = self._config.exporters[name]
+        target = EXPORTER_STARTERS.get(component.type)
+        if target is None:
+            raise NotSupportedYet(
+                f"telemetry.exporters.{name}.type",
+                f"exporter type '{component.type}' is not supported yet by this version of ssegate",
+            )
+        refuse_unsupported_component("exporter", component)
+        return _load(target)
+
     def build(self) -> list[TcpServer]:
-        """Build every binding reachable from a tcp server. Raises ConfigError."""
+        """Build every binding reachable from a tcp server and check the exporters. Raises
+        ConfigError."""
+        for name in self._config.exporters:
+            self.exporter(name)
         servers = []
         for binding in self._config.bindings.values():
             if binding.type == "tcp" and binding.kind == "server":
@@ -201,19 +223,20 @@ class Runtime:
                         port=port,
                         tls=ssl_context is not None,
                     )
+        telemetry = self._config.telemetry
         for name, component in self._config.exporters.items():
-            target = EXPORTER_STARTERS.get(component.type)
-            if target is None:
-                raise NotSupportedYet(
-                    f"telemetry.exporters.{name}.type",
-                    f"exporter type '{component.type}' is not supported yet by this"
-                    " version of ssegate",
-                )
-            started = _load(target)
+            started = self.exporter(name)
             if component.type == "prometheus":
-                self._servers.extend(await started(self._metrics, component, reuse_port=reuse_port))
+                selection = MetricSelection.of(
+                    telemetry, {b.name: b.telemetry for b in self._config.bindings.values()}
+                )
+                self._servers.extend(
+                    await started(
+                        self._metrics, component, reuse_port=reuse_port, selection=selection
+                    )
+                )
             else:
-                started(component)
+                started(component, telemetry.get("attributes"))
 
     def _protocol_factory(self, exit_obj: Any) -> Callable[[], asyncio.Protocol]:
         """What a listener creates per connection: the http server's protocol, chosen by ALPN

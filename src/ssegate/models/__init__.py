@@ -68,6 +68,7 @@ def build_model(
     ``<topic>-<role>``. Raises ConfigError."""
     block = model_spec(spec)
     kind = block.get("model")
+    _refuse_foreign(block, str(kind), path)
     found = catalogs if catalogs is not None else CatalogSet()
     if kind == "json":
         return JsonModel(block, path, found, topic, role)
@@ -78,3 +79,36 @@ def build_model(
     if kind == "protobuf":
         return ProtobufModel(block, path, found, topic, role)
     raise ConfigError(f"{path}.model", f"'{kind}' is not a model (json, avro, protobuf, string)")
+
+
+OPTIONS_OF = {
+    "json": frozenset({"model", "catalog"}),
+    "avro": frozenset({"model", "catalog", "view"}),
+    "protobuf": frozenset({"model", "catalog", "view"}),
+    "string": frozenset({"model", "encoding", "minLength", "maxLength", "pattern"}),
+}
+"""The keys each model reads; the schema takes every key for every model."""
+
+
+def _refuse_foreign(block: Mapping[str, Any], kind: str, path: str) -> None:
+    """A key another kind of model reads (``pattern`` on ``json``) is a ConfigError: it would
+    check nothing. So is a catalog entry's ``record`` anywhere but on ``protobuf``."""
+    known = OPTIONS_OF.get(kind)
+    if known is None:
+        return
+    for key in block:
+        if key not in known:
+            users = sorted(k for k, keys in OPTIONS_OF.items() if key in keys)
+            raise ConfigError(
+                f"{path}.{key}", f"applies to {' and '.join(users)} models, not to {kind}"
+            )
+    catalog = block.get("catalog")
+    if kind == "protobuf" or not isinstance(catalog, Mapping):
+        return
+    for name, entries in catalog.items():
+        for index, entry in enumerate(entries if isinstance(entries, list) else ()):
+            if isinstance(entry, Mapping) and "record" in entry:
+                raise ConfigError(
+                    f"{path}.catalog.{name}[{index}].record",
+                    f"names a protobuf message; a {kind} model has none",
+                )

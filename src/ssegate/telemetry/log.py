@@ -3,7 +3,9 @@
 Code anywhere calls ``event("http.request", binding="north_http_server", status=404, ...)``.
 Without a ``stdout`` exporter, warnings and errors still reach stderr as plain lines (a config
 problem or a dropped client is never silent); with one, every event is written to stdout as a
-JSON object, the way Zilla's stdout exporter writes one line per event.
+JSON object, the way Zilla's stdout exporter writes one line per event, with the config's
+``telemetry.attributes`` (``{"service.namespace": "example"}``) on every line that has any:
+Zilla hands them to its ``otlp`` exporter only, which ssegate does not have.
 """
 
 from __future__ import annotations
@@ -12,19 +14,25 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 logger = logging.getLogger("ssegate")
 
 _stdout_events = False
 _out: TextIO = sys.stdout
+_attributes: dict[str, str] = {}
 
 
-def enable_stdout_events(out: TextIO | None = None) -> None:
-    """Write every event to ``out`` (stdout) as a JSON line: the ``stdout`` exporter."""
-    global _stdout_events, _out
+def enable_stdout_events(
+    out: TextIO | None = None, attributes: Mapping[str, str] | None = None
+) -> None:
+    """Write every event to ``out`` (stdout) as a JSON line: the ``stdout`` exporter. Each line
+    carries ``attributes`` (the config's ``telemetry.attributes``) when there are any."""
+    global _stdout_events, _out, _attributes
     _stdout_events = True
     _out = out or sys.stdout
+    _attributes = dict(attributes or {})
 
 
 def disable_stdout_events() -> None:
@@ -38,6 +46,8 @@ def event(name: str, *, binding: str = "", level: int = logging.INFO, **fields: 
         record: dict[str, Any] = {"ts": round(time.time(), 6), "event": name}
         if binding:
             record["binding"] = binding
+        if _attributes:
+            record["attributes"] = _attributes
         record.update(fields)
         try:
             _out.write(json.dumps(record, default=str, separators=(",", ":")) + "\n")

@@ -3,8 +3,10 @@
 :func:`render` is pure: Zilla's dotted names become underscores (``stream.opens.received`` →
 ``stream_opens_received_total``; counters get ``_total``), one ``# TYPE`` line per family,
 label values escaped, histograms as cumulative ``_bucket{le=...}`` series with ``_sum`` and
-``_count``. :class:`PrometheusEndpoint` is the asyncio edge: it answers ``GET <path>`` (and
-``HEAD``) with the rendering and anything else with 404 (405 for another method on the path).
+``_count``; Zilla metrics the config's ``telemetry.metrics`` do not ask for are left out
+(:mod:`ssegate.telemetry.selection`). :class:`PrometheusEndpoint` is the asyncio edge: it
+answers ``GET <path>`` (and ``HEAD``) with the rendering and anything else with 404 (405 for
+another method on the path).
 
 Each worker process serves its own metrics; with several workers sharing a port, a scrape
 reads the worker the kernel hands the connection to.
@@ -23,6 +25,7 @@ from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Histogram, Labels, Metrics
+from ssegate.telemetry.selection import MetricSelection
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_PATH = "/metrics"
@@ -62,11 +65,14 @@ def _labels(labels: Labels, extra: tuple[tuple[str, str], ...] = ()) -> str:
     return f"{{{inner}}}"
 
 
-def render(metrics: Metrics) -> str:
-    """Every series of ``metrics`` in the text format, families in name order per kind."""
+def render(metrics: Metrics, selection: MetricSelection | None = None) -> str:
+    """Every series of ``metrics`` in the text format, families in name order per kind; with
+    ``selection``, only the Zilla metrics the config's ``telemetry.metrics`` ask for."""
     lines: list[str] = []
     typed: set[str] = set()
     for kind, name, labels, value in metrics.items():
+        if selection is not None and not selection.exports(name, dict(labels).get("binding", "")):
+            continue
         family = metric_name(name, kind)
         if family not in typed:
             typed.add(family)
@@ -94,9 +100,12 @@ def _histogram_lines(family: str, labels: Labels, hist: Histogram) -> list[str]:
 class PrometheusEndpoint(asyncio.Protocol):
     """One HTTP/1.1 connection to the metrics endpoint (keep-alive, one request at a time)."""
 
-    def __init__(self, metrics: Metrics, path: str) -> None:
+    def __init__(
+        self, metrics: Metrics, path: str, selection: MetricSelection | None = None
+    ) -> None:
         self.metrics = metrics
         self.path = path
+        self.selection = selection
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
@@ -131,7 +140,7 @@ class PrometheusEndpoint(asyncio.Protocol):
         elif method not in (b"GET", b"HEAD"):
             self._respond(405, b"method not allowed\n", keep_alive, ("allow", "GET, HEAD"))
         else:
-            body = render(self.metrics).encode()
+            body = render(self.metrics, self.selection).encode()
             self._respond(
                 200, body, keep_alive, ("content-type", CONTENT_TYPE), head=method == b"HEAD"
             )
@@ -187,15 +196,21 @@ def endpoints(component: Component) -> list[tuple[int, str]]:
 
 
 async def start_prometheus(
-    metrics: Metrics, component: Component, *, reuse_port: bool, host: str = "0.0.0.0"
+    metrics: Metrics,
+    component: Component,
+    *,
+    reuse_port: bool,
+    host: str = "0.0.0.0",
+    selection: MetricSelection | None = None,
 ) -> list[asyncio.Server]:
-    """Listen on every endpoint of the exporter; the caller closes the servers."""
+    """Listen on every endpoint of the exporter; the caller closes the servers. ``selection``:
+    the config's ``telemetry.metrics`` (:mod:`ssegate.telemetry.selection`)."""
     loop = asyncio.get_running_loop()
     servers: list[asyncio.Server] = []
     for port, path in endpoints(component):
         try:
             server = await loop.create_server(
-                lambda path=path: PrometheusEndpoint(metrics, path),
+                lambda path=path: PrometheusEndpoint(metrics, path, selection),
                 host,
                 port,
                 reuse_port=reuse_port or None,
