@@ -194,8 +194,7 @@ class H2Protocol(asyncio.Protocol):
         upgraded: tuple[Request, bytes, bytes] | None = None,
     ) -> None:
         self._dispatch = dispatch
-        self._upgraded = upgraded
-        """After ``Upgrade: h2c``: the request (stream 1), its body and its HTTP2-Settings."""
+        self._upgraded = upgraded  # Upgrade: h2c: the request (stream 1), body, HTTP2-Settings
         self._limits = limits
         self._scheme = scheme
         self._connection_id = connection_id
@@ -237,21 +236,18 @@ class H2Protocol(asyncio.Protocol):
         upgraded, self._upgraded = self._upgraded, None
         if upgraded is None:
             self._conn.initiate_connection()
-        else:
+        else:  # stream 1 is the HTTP/1.1 request, already complete
             self._conn.initiate_upgrade_connection(upgraded[2])
         if self._limits.initial_window_size > _DEFAULT_WINDOW:
             self._conn.increment_flow_control_window(
                 self._limits.initial_window_size - _DEFAULT_WINDOW
             )
         self._flush()
-        if upgraded is None:
-            self._arm_idle()
-            return
-        request, body, _ = upgraded
-        request.remote = self._remote
-        stream = H2ResponseStream(self, 1, head_only=request.method == "HEAD")
-        self._streams[1] = stream
-        self._dispatch(request, body, stream)
+        self._arm_idle()  # an idle check finds stream 1 open, if there is one
+        if upgraded is not None:
+            request, body, _ = upgraded
+            stream = self._streams[1] = H2ResponseStream(self, 1, request.method == "HEAD")
+            self._dispatch(request, body, stream)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
