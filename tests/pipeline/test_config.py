@@ -22,7 +22,7 @@ def _example() -> dict[str, Any]:
 
 def test_the_example_pipeline_parses_with_paths_relative_to_its_file() -> None:
     pipeline = load_pipeline(EXAMPLE)
-    assert set(pipeline.sinks) == {"readings", "events", "alerts", "devices"}
+    assert set(pipeline.sinks) == {"readings", "events", "alerts", "alert_counts", "devices"}
     assert pipeline.sinks["devices"].compacted
     assert pipeline.sinks["devices"].key == "device"
     assert pipeline.sinks["events"].window is not None

@@ -67,6 +67,7 @@ class Generator:
     invalid_ratio: float = 0.0
     silent_devices: int = 0
     silent_after: str = "60 seconds"
+    day: str = "4 minutes"
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ def _kafka_input(data: object, path: str) -> KafkaInput:
 def _generator(data: object, path: str) -> Generator:
     raw = _mapping(data, path)
     _only(raw, path, {"shape", "rate", "devices", "tenants", "invalid_ratio", "silent_devices",
-                      "silent_after"})  # fmt: skip
+                      "silent_after", "day"})  # fmt: skip
     shape = _text(raw.get("shape", "sensors"), f"{path}.shape")
     if shape not in SHAPES:
         raise ConfigError(f"{path}.shape", f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
@@ -241,7 +242,8 @@ def _generator(data: object, path: str) -> Generator:
     if silent > devices:
         raise ConfigError(f"{path}.silent_devices", f"more than the {devices} devices")
     silent_after = _duration(raw.get("silent_after", "60 seconds"), f"{path}.silent_after")
-    return Generator(shape, rate, devices, tuple(tenants), float(ratio), silent, silent_after)
+    day = _duration(raw.get("day", "4 minutes"), f"{path}.day")
+    return Generator(shape, rate, devices, tuple(tenants), float(ratio), silent, silent_after, day)
 
 
 def _sink(name: str, data: object, path: str, sources: Mapping[str, Source]) -> Sink:
