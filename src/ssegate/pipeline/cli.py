@@ -1,9 +1,12 @@
 """``ssegate pipeline check|run``: check a pipeline file, or run it on Spark until stopped.
 
 ``run`` starts every query of the pipeline and waits; SIGINT or SIGTERM stops the queries
-(each at a micro-batch boundary, its checkpoint intact) and exits 0. A query that fails ends the
-run with status 1 and one line naming it. ``--available-now`` processes what the sources hold
-and exits, which is what a scheduled batch-style run wants.
+(each at a micro-batch boundary, its checkpoint intact), then the Spark session, and exits 0. A
+query that fails ends the run with status 1 and one line naming it. ``--available-now``
+processes what the sources hold and exits, which is what a scheduled batch-style run wants.
+
+With ``--trigger``, a stop waits for each query's pause between two micro-batches
+(:func:`stop_between_batches`), so nothing is cancelled and Spark logs no aborted task.
 """
 
 from __future__ import annotations
@@ -12,12 +15,17 @@ import argparse
 import signal
 import sys
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssegate.pipeline.config import load_pipeline
 from ssegate.telemetry.log import error, event
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 def add_pipeline_parser(commands: Any) -> None:
@@ -104,11 +112,42 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ssegate: pipeline failed: {str(exc).splitlines()[0]}", file=sys.stderr)
         status = 1
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
+        print(f"ssegate: pipeline {pipeline.name} stopping", flush=True)
+        stop_between_batches(queries, args.trigger)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         event("pipeline.stopped", pipeline=pipeline.name, status=status)
         spark.stop()
+        print(f"ssegate: pipeline {pipeline.name} stopped", flush=True)
     return status
+
+
+def stop_between_batches(
+    queries: Sequence[StreamingQuery], interval: float | None, timeout: float = 30.0
+) -> None:
+    """Stop each query while it waits for its next micro-batch, so that none is cancelled.
+
+    With a trigger ``interval``, Spark starts micro-batches at the multiples of it on the wall
+    clock. A query seen waiting twice, 50 ms apart, with more than a quarter of the interval (or
+    0.3 s, if less) left before the next multiple, is stopped then: only its wait is interrupted.
+    Stopping a query in the middle of a micro-batch cancels its tasks, which Spark logs as
+    errors with stack traces. Back to back (no interval) there is no pause to wait for, so the
+    queries are stopped at once, as are those still busy ``timeout`` seconds into the stop.
+    """
+    deadline = time.monotonic() + (timeout if interval else 0.0)
+    margin = min(0.3, interval / 4) if interval else 0.0
+    for query in queries:
+        while query.isActive and time.monotonic() < deadline:
+            if _waiting(query, interval or 1.0, margin):
+                time.sleep(0.05)
+                if _waiting(query, interval or 1.0, margin):
+                    break
+            time.sleep(0.02)
+        if query.isActive:
+            query.stop()
+
+
+def _waiting(query: StreamingQuery, interval: float, margin: float) -> bool:
+    """Whether ``query`` is between micro-batches with more than ``margin`` s to the next."""
+    left = interval - time.time() % interval
+    return left > margin and not query.status["isTriggerActive"]
