@@ -126,7 +126,7 @@ def test_start_offsets_are_honoured_exactly_from_the_cache_and_from_before_it(
         await until(lambda: before_cache.count() == 48 and in_cache.count() == 10)
         await asyncio.sleep(0.3)
 
-    server = run_with_server(bootstrap, body, bounds=CacheBounds(max_bytes=1700))
+    server = run_with_server(bootstrap, body, bounds=CacheBounds(max_bytes=3500))
     assert in_cache.offsets(0) == list(range(45, 55))
     assert before_cache.offsets(0) == list(range(7, 55))
     assert server.metrics.counter("ssegate.kafka.catch_up.requests", "cache", topic=topic) == 1

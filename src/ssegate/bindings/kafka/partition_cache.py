@@ -36,8 +36,11 @@ from ssegate.kafka.topics import KafkaMessage
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE = 3600.0
-MESSAGE_OVERHEAD = 64
-"""Bytes counted per message on top of key, value and headers (the record's own bookkeeping)."""
+MESSAGE_OVERHEAD = 248
+"""Bytes counted per message on top of key, value and headers: what a cached record costs in
+Python memory besides its payload (the message object, its bytes and int objects, the cache's
+list entries), measured with tracemalloc at 100,000 small records (281 bytes each for a
+35-byte payload). So ``cache.max-bytes`` bounds the memory the cache really takes."""
 
 
 def message_size(message: KafkaMessage) -> int:
