@@ -158,8 +158,10 @@ def _validate(args: argparse.Namespace) -> int:
         except NotSupportedYet as exc:
             if str(exc) not in warnings:
                 warnings.append(str(exc))
-    for line in warnings:
-        print(f"ssegate: warning: {line}", file=sys.stderr)
+    if warnings:  # start would refuse these: so does validate, every one at once
+        for line in warnings:
+            print(f"ssegate: {line}", file=sys.stderr)
+        return 2
     print(f"{args.config}: valid ({len(config.bindings)} bindings)")
     return 0
 

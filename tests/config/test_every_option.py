@@ -147,7 +147,7 @@ TCP_WHEN = Refused(
 )
 OTLP = Refused(
     "exporter type 'otlp' is not supported yet by this version of ssegate",
-    test="tests/config/test_every_option.py::test_refusals_are_warnings_for_validate_and_stop_start",
+    test="tests/config/test_every_option.py::test_validate_lists_every_refusal_and_fails_as_start_does",
 )
 METRICS = Applied(
     "tests/telemetry/test_prometheus.py::"
@@ -899,7 +899,7 @@ telemetry:
 """
 
 
-def test_refusals_are_warnings_for_validate_and_stop_start(tmp_path: Path) -> None:
+def test_validate_lists_every_refusal_and_fails_as_start_does(tmp_path: Path) -> None:
     config = tmp_path / "zilla.yaml"
     config.write_text(CONFIG)
 
@@ -908,11 +908,11 @@ def test_refusals_are_warnings_for_validate_and_stop_start(tmp_path: Path) -> No
         return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
     validated = ssegate("validate")
-    assert validated.returncode == 0, validated.stderr
+    assert validated.returncode == 2, validated.stderr
     assert validated.stderr.splitlines() == [
-        "ssegate: warning: bindings.south_sse_client.options.keepalive: " + SSE_SERVER_ONLY,
-        "ssegate: warning: vaults.servers.options.signers: " + SIGNERS,
-        "ssegate: warning: telemetry.exporters.traces.type: " + OTLP.message,
+        "ssegate: bindings.south_sse_client.options.keepalive: " + SSE_SERVER_ONLY,
+        "ssegate: vaults.servers.options.signers: " + SIGNERS,
+        "ssegate: telemetry.exporters.traces.type: " + OTLP.message,
     ]
     started = ssegate("start")
     assert started.returncode != 0
