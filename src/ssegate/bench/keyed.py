@@ -118,7 +118,7 @@ def _case(
     rss_every: float = 0.0,
 ) -> dict[str, Any]:
     clients = [
-        HeldStreams(port, max_streams=STREAMS_PER_CLIENT + 100, concurrency=128)
+        HeldStreams(port, max_streams=STREAMS_PER_CLIENT + 100, concurrency=128, sources=16)
         for _ in range(max(1, math.ceil(count / STREAMS_PER_CLIENT)))
     ]
     for client in clients:
