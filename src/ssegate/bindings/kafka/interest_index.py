@@ -19,7 +19,7 @@ Pure and synchronous: the caller owns the subscribers and calls them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Generic, TypeVar
 
 from ssegate.kafka.topics import Interest, KafkaMessage
@@ -56,15 +56,9 @@ class InterestIndex(Generic[Member]):
     def __len__(self) -> int:
         return len(self._member_group)
 
-    def __contains__(self, member: object) -> bool:
-        return member in self._member_group
-
     @property
     def groups(self) -> int:
         return len(self._groups)
-
-    def members(self) -> Iterable[Member]:
-        return self._member_group.keys()
 
     def add(self, member: Member, interest: Interest) -> None:
         if member in self._member_group:
