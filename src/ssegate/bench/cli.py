@@ -164,6 +164,12 @@ def add_bench_parser(commands: Any) -> None:
     keyed.add_argument(
         "--rss-every", type=float, default=0.0, help="sample the gateway's RSS every S s (soak)"
     )
+    keyed.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="messages produced before the streams open: each opens over a full cache",
+    )
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -325,6 +331,7 @@ def _keyed(args: argparse.Namespace) -> int:
         workers=args.workers,
         default_offset=args.default_offset,
         rss_every=args.rss_every,
+        history=args.history,
         progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
     if args.plot is not None:

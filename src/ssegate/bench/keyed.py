@@ -4,7 +4,10 @@ The workload users run is not N identical subscribers but one stream per device,
 tenant (``/events/{id}`` → ``filters: [{key: ${params.id}}]``): each message concerns few
 streams and most streams want nothing from most batches. Per case:
 
-1. a fresh topic of ``partitions`` partitions (no history to replay);
+1. a fresh topic of ``partitions`` partitions; with ``history`` H, H keyed messages are
+   produced into it before any stream opens, so every stream opens over a cache holding them
+   and is owed its key's share (``history_s``: from the first connect until every stream has
+   it; ``opening_gateway_cpu_s``: what opening and replaying cost the gateway);
 2. ``streams`` held streams open ``/<topic>/k<i>`` for ``i < streams``, each filtered on the
    key ``k<i>``, spread over as many client processes as the open-file limit needs;
 3. a producer writes ``rate`` messages/s for ``duration`` s, each key drawn uniformly from
@@ -32,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,9 @@ STREAMS_PER_CLIENT = 9_000
 """Streams one client process holds (the open-file limit is 20,000 per process)."""
 SETTLE_SECONDS = 2.0
 DRAIN_SECONDS = 3.0
+HISTORY_RATE = 50_000.0
+"""Messages/s at which ``history`` is produced before the streams open."""
+HISTORY_WAIT_SECONDS = 120.0
 
 
 def run_keyed(
@@ -59,14 +66,17 @@ def run_keyed(
     workers: int = 1,
     default_offset: str | None = None,
     rss_every: float = 0.0,
+    history: int = 0,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
     ``workers`` gateway processes sharing the port (each holds the streams the kernel gives it
     and reads the topic for them; the CPU figures add up all of them). ``default_offset`` sets
     the topics' ``defaultOffset``; ``rss_every`` samples the gateway's RSS that often while
-    producing (a soak: does memory stay flat?). ``progress`` gets the results so far after
-    every case."""
+    producing (a soak: does memory stay flat?). ``history`` messages are produced before the
+    streams open, so each opens over a cache that holds them and is owed its key's share (what
+    does opening a filtered stream over a full cache cost?). ``progress`` gets the results so
+    far after every case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
@@ -81,6 +91,7 @@ def run_keyed(
         "repeat": repeat,
         "gateway_workers": workers,
         "default_offset": default_offset or "historical",
+        "history": history,
         "baseline_src": str(baseline_src) if baseline_src else None,
         "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
         "cases": [],
@@ -96,7 +107,7 @@ def run_keyed(
                 # a fresh gateway per case: one that fell behind cannot slow the next case
                 with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
                     case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
-                                 rate, duration, keys, rss_every)  # fmt: skip
+                                 rate, duration, keys, rss_every, history)  # fmt: skip
                 case["gateway"] = variant
                 results["cases"].append(case)
                 print(json.dumps(_brief(case)), flush=True)
@@ -116,7 +127,16 @@ def _case(
     duration: float,
     keys: int,
     rss_every: float = 0.0,
+    history: int = 0,
 ) -> dict[str, Any]:
+    sequence = [0] * keys
+    history_owed = 0
+    if history:
+        history_rate = max(rate, HISTORY_RATE)
+        _, history_owed = _produce_keyed(
+            bootstrap, topic, history_rate, history / history_rate, keys, count, sequence
+        )
+        time.sleep(SETTLE_SECONDS)  # the gateway's fetch caches it meanwhile
     clients = [
         HeldStreams(port, max_streams=STREAMS_PER_CLIENT + 100, concurrency=128, sources=16)
         for _ in range(max(1, math.ceil(count / STREAMS_PER_CLIENT)))
@@ -125,6 +145,7 @@ def _case(
         client.__enter__()
     try:
         started = time.monotonic()
+        opening = gateway.sample()
         opened = failed = 0
         for index, client in enumerate(clients):
             first = index * STREAMS_PER_CLIENT
@@ -134,12 +155,14 @@ def _case(
             opened += result.opened
             failed += result.failed
         open_seconds = time.monotonic() - started
+        replayed = _await_history(clients, history_owed, started)
+        opening_cpu = gateway.sample().cpu_seconds - opening.cpu_seconds
         time.sleep(SETTLE_SECONDS)
         for client in clients:
             client.report()  # forget anything counted while opening
         before = gateway.sample()
         rss = _RssSamples(gateway, rss_every)
-        produced, owed = _produce_keyed(bootstrap, topic, rate, duration, keys, count)
+        produced, owed = _produce_keyed(bootstrap, topic, rate, duration, keys, count, sequence)
         rss.stop()
         time.sleep(DRAIN_SECONDS)
         after = gateway.sample()
@@ -154,12 +177,17 @@ def _case(
     window = duration + DRAIN_SECONDS
     gateway_cpu = after.cpu_seconds - before.cpu_seconds
     latency = _merge_latency([d.latency_ms_sampled for d in deliveries])
-    lost = owed - (received - duplicates)
+    lost = owed - (received - duplicates) + replayed.lost
+    duplicates += replayed.duplicates
     return {
         "streams": count,
         "opened": opened,
         "failed": failed,
         "open_s": round(open_seconds, 1),
+        "history_owed": history_owed,
+        "history_received": replayed.received,
+        "history_s": replayed.seconds,
+        "opening_gateway_cpu_s": round(opening_cpu, 2),
         "produced": produced,
         "owed": owed,
         "received": received,
@@ -214,13 +242,48 @@ class _RssSamples:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    received: int
+    duplicates: int
+    lost: int
+    seconds: float | None
+    """From the first connect until every stream had its history; ``None``: never."""
+
+
+def _await_history(clients: list[HeldStreams], owed: int, started: float) -> _Replayed:
+    """Wait (up to :data:`HISTORY_WAIT_SECONDS`) until the streams got the history they are
+    owed; what they got, counted once."""
+    received = duplicates = 0
+    seconds: float | None = None
+    deadline = time.monotonic() + HISTORY_WAIT_SECONDS
+    while owed:
+        for client in clients:
+            delivery = client.report()
+            received += delivery.received
+            duplicates += delivery.duplicates
+        if received - duplicates >= owed:
+            seconds = round(time.monotonic() - started, 2)
+            break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    return _Replayed(received, duplicates, max(0, owed - (received - duplicates)), seconds)
+
+
 def _produce_keyed(
-    bootstrap: str, topic: str, rate: float, duration: float, keys: int, streamed: int
+    bootstrap: str,
+    topic: str,
+    rate: float,
+    duration: float,
+    keys: int,
+    streamed: int,
+    sequence: list[int],
 ) -> tuple[int, int]:
-    """``rate`` keyed messages/s for ``duration`` s: (produced, owed to the streams)."""
+    """``rate`` keyed messages/s for ``duration`` s: (produced, owed to the streams). Each key's
+    messages are numbered on from ``sequence``, which is updated."""
     producer = new_producer(bootstrap)
-    pick = random.Random(20261124).randrange
-    sequence = [0] * keys
+    pick = random.Random(20261124 + sum(sequence)).randrange
     total = max(1, round(rate * duration))
     written = owed = 0
     started = time.monotonic()

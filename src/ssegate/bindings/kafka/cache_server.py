@@ -349,6 +349,7 @@ class KafkaCacheServer:
             evicted, freed = feed.evict()
             if evicted:
                 self.metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
+            if freed:
                 self.metrics.gauge("ssegate.kafka.cache.bytes", self.name, -freed, topic=topic)
 
     # -- stop ----------------------------------------------------------------------------------

@@ -24,15 +24,19 @@ the delete, but a reader starting from scratch (a fresh ``historical`` subscribe
 the key) passes over tombstones. Messages without a key are never compacted.
 
 Storage is a list with a moving head (amortised O(1) append and evict, O(log n) seek by offset);
-compacted-away slots become ``None`` and the list is rebuilt when more than half is dead.
+compacted-away slots become ``None`` and the list is rebuilt when more than half is dead. A
+:class:`~.cache_postings.CacheIndex` beside it says where each key's (and each asked-for header
+value's) messages are, so :meth:`PartitionCache.read_wanted` costs what it returns.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ssegate.kafka.topics import KafkaMessage
+from ssegate.bindings.kafka.cache_postings import CacheIndex
+from ssegate.kafka.topics import Interest, KafkaMessage
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_AGE = 3600.0
@@ -78,13 +82,20 @@ class PartitionCache:
         self.max_bytes = max_bytes
         self.max_age = max_age
         self.compacted = compacted
-        self.bytes = 0
+        self.payload_bytes = 0
+        """What the held messages take (:func:`message_size`); :attr:`bytes` adds the index."""
         self._slots: list[KafkaMessage | None] = []
         self._offsets: list[int] = []
         self._arrivals: list[float] = []
         self._head = 0
         self._dead = 0
         self._latest_by_key: dict[bytes, int] = {}  # key → absolute slot index
+        self._index = CacheIndex()
+
+    @property
+    def bytes(self) -> int:
+        """What the cache takes: its messages and its index. ``max_bytes`` bounds this."""
+        return self.payload_bytes + self._index.bytes
 
     def __len__(self) -> int:
         return len(self._slots) - self._head - self._dead
@@ -131,6 +142,34 @@ class PartitionCache:
                 break
         return found, self.next_offset
 
+    def read_wanted(
+        self, offset: int, interest: Interest, *, limit: int, skip_tombstones: bool = False
+    ) -> tuple[list[KafkaMessage], int]:
+        """Like :meth:`read_from`, but only the held messages ``interest`` may want, found
+        through the index: the cost is in proportion to what is returned."""
+        found: list[KafkaMessage] = []
+        slots = self._slots
+        offsets = self._offsets
+        for wanted in self._index.wanted_from(offset, interest, self._held()):
+            if len(found) >= limit:
+                return found, wanted
+            index = bisect.bisect_left(offsets, wanted, lo=self._head)
+            if index == len(offsets) or offsets[index] != wanted:
+                continue  # compacted away, then evicted: the index forgets it at its rebuild
+            message = slots[index]
+            if message is None or (skip_tombstones and message.value is None):
+                continue
+            found.append(message)
+        return found, self.next_offset
+
+    def _held(self) -> Iterator[KafkaMessage]:
+        """The held messages, oldest first, read only when iterated."""
+        slots = self._slots
+        for index in range(self._head, len(slots)):
+            message = slots[index]
+            if message is not None:
+                yield message
+
     def evict(self, now: float) -> Evicted:
         """Drop what exceeds the byte budget or is older than ``max_age``."""
         dropped = 0
@@ -144,12 +183,13 @@ class PartitionCache:
                 too_old = oldest_allowed is not None and self._arrivals[self._head] < oldest_allowed
                 if not too_big and not too_old:
                     break
-                size = message_size(message)
-                self.bytes -= size
-                freed += size
+                before = self.bytes
+                self.payload_bytes -= message_size(message)
                 dropped += 1
                 if message.key is not None and self._latest_by_key.get(message.key) == self._head:
                     del self._latest_by_key[message.key]
+                self._index.remove(message)
+                freed += before - self.bytes
                 self.start_offset = message.offset + 1
             else:
                 self._dead -= 1
@@ -167,20 +207,22 @@ class PartitionCache:
             if older is not None:
                 replaced = self._slots[older]
                 if replaced is not None:
-                    self.bytes -= message_size(replaced)
+                    self.payload_bytes -= message_size(replaced)
                     self._slots[older] = None
                     self._dead += 1
             self._latest_by_key[message.key] = index
         self._slots.append(message)
         self._offsets.append(message.offset)
         self._arrivals.append(now)
-        self.bytes += message_size(message)
+        self._index.add(message)
+        self.payload_bytes += message_size(message)
 
     def _compact_storage(self) -> None:
         """Rebuild the lists once the evicted head or the dead slots are most of them."""
         waste = self._head + self._dead
         if waste < 1024 or waste * 2 < len(self._slots):
             return
+        compacted_away = self._dead > 0
         slots: list[KafkaMessage | None] = []
         offsets: list[int] = []
         arrivals: list[float] = []
@@ -198,3 +240,5 @@ class PartitionCache:
         self._latest_by_key = latest
         self._head = 0
         self._dead = 0
+        if compacted_away:  # their offsets linger in the posting lists until now
+            self._index.rebuild(self._held())

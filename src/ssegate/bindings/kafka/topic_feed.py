@@ -13,8 +13,10 @@ Where that offset lies decides how it is served:
   :class:`~ssegate.kafka.topics.LivePositions`, moved once per batch. A batch costs
   O(messages + deliveries), not O(subscribers).
 - inside the cache: **replay**. The subscriber reads from the cache in chunks, one chunk per
-  loop iteration (so a large history never stalls the loop), then joins the live set. Replay,
-  catch-up and ahead deliveries are narrowed to the subscriber's interest too.
+  loop iteration (so a large history never stalls the loop), then joins the live set. A
+  subscriber with an interest replays through the cache's index of keys and header values
+  (:meth:`~.partition_cache.PartitionCache.read_wanted`), at the cost of what it receives;
+  catch-up and ahead deliveries are narrowed to its interest too.
 - below the cache's ``start_offset``: **catch-up**. The fetch thread's catch-up reader reads the
   partition from the oldest such offset; each catch-up subscriber takes what is at or after its
   cursor. Once the cursor reaches what the cache holds, it replays from the cache, then goes
@@ -113,6 +115,15 @@ class PartitionFeed:
         self.catching_up: dict[PartitionCursor, None] = {}
         self.ahead: dict[PartitionCursor, None] = {}
         self.tickets = 0
+        self.counted_bytes = 0
+        """The cache's size as last reported to the metrics (it also grows between batches,
+        when a replay first asks its index for a header name)."""
+
+    def recount(self) -> int:
+        """How much the cache grew (or, negative, shrank) since it was last reported."""
+        delta = self.cache.bytes - self.counted_bytes
+        self.counted_bytes += delta
+        return delta
 
 
 class TopicFeed:
@@ -214,11 +225,19 @@ class TopicFeed:
         if cursor.cursor < cache.start_offset or cursor.cursor >= cache.next_offset:
             self._route(cursor)  # evicted meanwhile (catch up), or reached the end (go live)
             return
-        messages, after = cache.read_from(
-            cursor.cursor, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
-        )
+        interest = cursor.subscription.interest
+        if interest is None:
+            messages, after = cache.read_from(
+                cursor.cursor, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
+            )
+        else:  # through the cache's index: the cost of what this subscriber receives
+            messages, after = cache.read_wanted(
+                cursor.cursor, interest, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
+            )
         cursor.cursor = after
-        if not self._offer(cursor, messages):
+        if messages and not self._deliver(cursor, messages):
+            return
+        if cursor.subscription.cancelled:
             return
         if after >= cache.next_offset:
             self._route(cursor)
@@ -260,15 +279,12 @@ class TopicFeed:
             self._on_catch_up(feed, batch)
             return
         cache = feed.cache
-        before = cache.bytes
         evicted = cache.append(batch.messages, self.hooks.now())
         cache.skip_to(batch.next_offset)
         # Moved before anyone runs: a live subscriber never reads a position behind what it
         # was given (inside this delivery its ids carry the message's own offsets).
         self.positions.offsets[batch.partition] = cache.next_offset
-        self.hooks.on_fetched(
-            self.topic, batch, evicted.messages, evicted.bytes, cache.bytes - before
-        )
+        self.hooks.on_fetched(self.topic, batch, evicted.messages, evicted.bytes, feed.recount())
         messages = batch.messages
         if messages:
             for cursor in list(feed.live):
@@ -339,13 +355,13 @@ class TopicFeed:
         self._route(cursor)
 
     def evict(self) -> tuple[int, int]:
-        """Apply the age bound to idle partitions too: ``(messages, bytes)`` let go."""
+        """Apply the age bound to idle partitions too: ``(messages, bytes)`` let go (the bytes
+        net of what the caches grew by since last counted)."""
         now = self.hooks.now()
         messages = freed = 0
         for feed in self.partitions.values():
-            evicted = feed.cache.evict(now)
-            messages += evicted.messages
-            freed += evicted.bytes
+            messages += feed.cache.evict(now).messages
+            freed -= feed.recount()
         return messages, freed
 
     def on_status(self, available: bool, reason: str) -> None:
