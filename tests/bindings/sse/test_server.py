@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from ssegate.bindings.sse.server import SseRoute, SseServer, StreamSweep, build
+from ssegate.bindings.sse.server import SWEEP_SLICES, SseRoute, SseServer, StreamSweep, build
 from ssegate.bindings.sse.source import SseSink
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
@@ -522,3 +523,34 @@ def test_bad_options_are_config_errors_with_their_path(options: dict[str, Any], 
     with pytest.raises(ConfigError) as caught:
         build(Binding("s", "sse", "server", options=options, exit="x"), FakeContext({"x": None}))
     assert caught.value.path == path
+
+
+class CountingMember:
+    sweep_period = 4.0
+
+    def __init__(self, visits: list[int], name: int) -> None:
+        self.visits = visits
+        self.name = name
+
+    def visit(self, now: float) -> None:
+        self.visits.append(self.name)
+
+
+def test_a_sweep_round_is_spread_over_slices_of_the_tick() -> None:
+    async def run() -> tuple[list[int], list[int]]:
+        sweep = StreamSweep()
+        visits: list[int] = []
+        members = [CountingMember(visits, n) for n in range(100)]
+        for member in members:
+            sweep.add(member)  # type: ignore[arg-type]
+        assert sweep.tick == 1.0
+        await asyncio.sleep(sweep.tick / SWEEP_SLICES + 0.05)
+        first_slice = list(visits)
+        await asyncio.sleep(sweep.tick)
+        for member in members:
+            sweep.discard(member)  # type: ignore[arg-type]
+        return first_slice, visits
+
+    first_slice, visits = asyncio.run(run())
+    assert len(first_slice) == 100 // SWEEP_SLICES  # one slice per callback, not the whole round
+    assert sorted(visits[:100]) == list(range(100))  # then every member once per round

@@ -88,22 +88,31 @@ TIMESTAMPED_STREAM_HEADERS = [("content-type", "text/event-stream;ext=timestamp"
 ]
 
 
+SWEEP_SLICES = 10
+"""Loop callbacks a sweep round is spread over."""
+
+
 class StreamSweep:
     """One timer that visits every open SSE stream: idle ones send a keep-alive, slow ones are
     dropped.
 
     Streams mark themselves written on every write; a visit finding a stream unwritten for
     ``keepalive`` seconds makes it send ``:``, and one finding it written (or stalled) checks
-    how far behind its client is. The tick is a quarter of the shortest keep-alive or
-    slow-client timeout (at most 1 s), so a keep-alive goes out between ``keepalive`` and
-    ``keepalive + tick``. Without a running event loop nothing is scheduled and :meth:`sweep`
-    is called by hand.
+    how far behind its client is. Every stream is visited once per tick, a quarter of the
+    shortest keep-alive or slow-client timeout (at most 1 s), so a keep-alive goes out between
+    ``keepalive`` and ``keepalive + tick``. A round is visited in :data:`SWEEP_SLICES` slices
+    spread over the tick, not all at once: 20,000 streams opened together would otherwise send
+    20,000 keep-alives in one loop callback, and every live event behind them would wait.
+    Without a running event loop nothing is scheduled and :meth:`sweep` is called by hand.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.tick = 1.0
-        self._members: set[DownstreamStream] = set()
+        self._members: dict[DownstreamStream, None] = {}
+        self._round: list[DownstreamStream] = []
+        """What is left to visit of the current round, visited from the end."""
+        self._slice = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.TimerHandle | None = None
 
@@ -112,7 +121,7 @@ class StreamSweep:
 
     def add(self, member: DownstreamStream) -> None:
         self.tick = min(self.tick, max(0.02, member.sweep_period / 4))
-        self._members.add(member)
+        self._members[member] = None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -122,25 +131,35 @@ class StreamSweep:
             self._handle = None
         if self._handle is None:
             self._loop = loop
-            self._handle = loop.call_later(self.tick, self._fire)
+            self._handle = loop.call_later(self.tick / SWEEP_SLICES, self._fire)
 
     def discard(self, member: DownstreamStream) -> None:
-        self._members.discard(member)
+        self._members.pop(member, None)
         if not self._members and self._handle is not None:
             self._handle.cancel()
             self._handle = None
+            self._round = []
 
     def sweep(self, now: float | None = None) -> None:
-        """Visit every member once (the timer calls this every tick)."""
+        """Visit every member once."""
         at = self.clock() if now is None else now
         for member in list(self._members):
             member.visit(at)
 
     def _fire(self) -> None:
         self._handle = None
-        self.sweep()
+        if not self._round:
+            self._round = list(self._members)
+            self._slice = max(1, -(-len(self._round) // SWEEP_SLICES))
+        at = self.clock()
+        members = self._members
+        visiting = self._round
+        for _ in range(min(self._slice, len(visiting))):
+            member = visiting.pop()
+            if member in members:  # not closed since the round began
+                member.visit(at)
         if self._members and self._loop is not None and not self._loop.is_closed():
-            self._handle = self._loop.call_later(self.tick, self._fire)
+            self._handle = self._loop.call_later(self.tick / SWEEP_SLICES, self._fire)
 
 
 _shared_sweep = StreamSweep()
