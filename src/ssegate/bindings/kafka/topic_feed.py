@@ -64,6 +64,9 @@ class PartitionCursor:
     subscription: Subscription
     partition: int
     cursor: int
+    """The next offset owed, while waiting, replaying, catching up or ahead. Not moved once
+    :attr:`Stage.LIVE`: the topic's :class:`~ssegate.kafka.topics.LivePositions` is the
+    progress of every live cursor then."""
     reported: int
     """The progress the listener knows of (its start, or one past what it was given)."""
     fresh: bool
