@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ssegate.bench.cli import add_bench_parser
-from ssegate.bench.jwt import run_jwt
+from ssegate.bench.jwt import run_jwt, run_verify
 from ssegate.bench.kafka import run_kafka
 from ssegate.bench.kafka_rig import stamped_values, write_kafka_gateway_config
 from ssegate.bench.kafkasse import ensure_kafkasse
@@ -35,6 +35,15 @@ def test_jwt_scenario_authorizes_every_stream_cold_and_warm(kafka_broker: Broker
     assert result["alg"] == "ES256"
     assert isinstance(result["rss_bytes_per_authorized_stream"], int)
     assert result["verification_us"]["ec"]["cold_us"] > result["verification_us"]["ec"]["warm_us"]
+
+
+def test_jwt_verify_only_times_each_algorithm_cold_and_warm_over_every_run() -> None:
+    result = run_verify(count=4, runs=3)
+    assert set(result["cold_us"]) == {"RS256", "ES256", "EdDSA"}
+    for alg, cold in result["cold_us"].items():
+        warm = result["warm_us"][alg]
+        assert len(cold["runs"]) == len(warm["runs"]) == 3
+        assert sorted(cold["runs"])[1] == cold["median"] > warm["median"]
 
 
 def test_kafka_scenario_delivers_every_produced_message_to_every_client(

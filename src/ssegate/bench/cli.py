@@ -112,6 +112,12 @@ def add_bench_parser(commands: Any) -> None:
     jwt.add_argument("--tls", action="store_true", help="connect over TLS")
     jwt.add_argument("--key-type", choices=["ec", "rsa", "ed25519"], default="ec")
     jwt.add_argument("--concurrency", type=int, default=64, help="connects in flight")
+    jwt.add_argument(
+        "--verify-only", action="store_true",
+        help="only the in-process cost of verifying a token (no gateway, no broker)",
+    )  # fmt: skip
+    jwt.add_argument("--count", type=int, default=2000, help="--verify-only: tokens per run")
+    jwt.add_argument("--runs", type=int, default=5, help="--verify-only: runs (the median)")
     jwt.add_argument("--out", type=Path, default=None)
     jwt.set_defaults(func=_jwt)
 
@@ -294,7 +300,10 @@ def _fanout(args: argparse.Namespace) -> int:
 
 
 def _jwt(args: argparse.Namespace) -> int:
-    from ssegate.bench.jwt import run_jwt
+    from ssegate.bench.jwt import run_jwt, run_verify
+
+    if args.verify_only:
+        return _write(run_verify(args.count, args.runs), args.out)
 
     results = run_jwt(
         args.clients, tls=args.tls, key_type=args.key_type, concurrency=args.concurrency

@@ -12,12 +12,18 @@ verified tokens). A round records connects/s, p50/p99 connect latency (TCP conne
 status line) and the CPU of the gateway, the client and the machine. After the cold round the
 gateway's RSS growth divided by the streams held is the RSS per authorized stream.
 :func:`~ssegate.guards.cost.verification_cost` adds the in-process cost of one authenticate.
+
+``ssegate bench jwt --verify-only`` (:func:`run_verify`) measures that in-process cost alone,
+with no gateway or broker: ``count`` fresh tokens per algorithm (RS256, ES256, EdDSA), ``runs``
+times, the median and every run in µs of the thread's CPU time per verification (CPU time, as
+other work on a shared machine stretches wall time by whatever it takes).
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +38,7 @@ from ssegate.bench.kafka_rig import (
     BenchBroker,
     write_kafka_gateway_config,
 )
-from ssegate.guards.cost import verification_cost
+from ssegate.guards.cost import KINDS, authenticate_cost, verification_cost
 from ssegate.kafka.broker import BrokerInfo
 from ssegate.tools.token import generate_key, mint, public_jwk
 
@@ -55,6 +61,25 @@ def mint_tokens(kind: str, count: int) -> tuple[dict[str, str], list[str]]:
         for n in range(count)
     ]
     return public_jwk(key, "bench"), tokens
+
+
+def run_verify(count: int = 2000, runs: int = 5) -> dict[str, Any]:
+    """CPU µs per cold and warm ``JwtGuard.authenticate`` by algorithm: the median, each run."""
+    cold: dict[str, list[float]] = {alg: [] for alg in KINDS.values()}
+    warm: dict[str, list[float]] = {alg: [] for alg in KINDS.values()}
+    for _ in range(runs):  # the algorithms take turns, so a busy moment spreads over all
+        for kind, alg in KINDS.items():
+            cold_us, warm_us = authenticate_cost(kind, count, time.thread_time)
+            cold[alg].append(round(cold_us, 1))
+            warm[alg].append(round(warm_us, 2))
+    return {
+        "scenario": "jwt-verify",
+        "count": count,
+        "runs": runs,
+        "clock": "thread CPU time",
+        "cold_us": {alg: {"median": statistics.median(v), "runs": v} for alg, v in cold.items()},
+        "warm_us": {alg: {"median": statistics.median(v), "runs": v} for alg, v in warm.items()},
+    }
 
 
 def _harness_cpu() -> float:
