@@ -98,3 +98,12 @@ def test_fanout_delivers_every_event_on_ssegate_and_mercure_and_reports_ratios(
         assert pair["delivered_events_per_s"] > 0 and pair["p99_ms"] > 0
     assert "memory_per_idle_connection" in ratios and "throughput_at_p99_target" in ratios
     assert plot.exists() or "matplotlib is not installed" in result["plot"]
+
+
+def test_stamp_tally_counts_a_replayed_run_of_ids_as_duplicates_every_one() -> None:
+    counters = ReceiveCounters()
+    tally = StampTally(counters)
+    run = b"".join(b"id: %d\ndata: 1000\n\n" % n for n in (1, 2, 3))
+    tally.feed(run + run + b"id: 5\ndata: 1000\n\n", now_ns=1_000_000)
+    assert (counters.received, counters.duplicates, counters.gaps) == (7, 3, 1)
+    assert counters.body_bytes == len(run) * 2 + len(b"id: 5\ndata: 1000\n\n")

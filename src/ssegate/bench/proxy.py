@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench import validity
 from ssegate.bench.foundation import PASSWORD
 from ssegate.bench.gateway import GatewayProcess, ProcessSample, machine_busy_seconds
 from ssegate.bench.latency import LatencyHistogram
@@ -218,14 +219,13 @@ def run_case(
         "failed": ready.failed,
         "rate": rate,
         "published": published.events,
-        "expected": expected,
-        "received": result.received,
-        "missing": expected - result.received,
-        "gaps": result.gaps,
-        "duplicates": result.duplicates,
+        **validity.delivery(
+            expected, result.received, result.duplicates, result.gaps, result.late, span
+        ),
         "closed_early": result.closed_early,
         "offered_events_per_s": round(expected / duration, 1),
-        "delivered_events_per_s": round(result.received / span, 1) if span > 0 else 0.0,
+        **validity.client_load(result.cpu_seconds, wall),
+        "publisher_cpu_share": round(harness_cpu / wall, 3) if wall > 0 else 0.0,
         "latency_ms": result.histogram.summary(),
         "histogram_us": result.histogram.to_sparse(),
         "cpu_s": measured,
