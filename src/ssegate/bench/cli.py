@@ -66,6 +66,10 @@ def add_bench_parser(commands: Any) -> None:
     proxy.add_argument("--tls", action="store_true", help="connect over TLS")
     proxy.add_argument("--client-processes", type=int, default=1)
     proxy.add_argument("--h2-streams", type=int, default=1, help="h2 streams per connection")
+    proxy.add_argument(
+        "--h2-client", choices=["h2load", "python"], default="h2load",
+        help="who holds most h2 streams (the Python client always holds a few, for latency)",
+    )  # fmt: skip
     proxy.add_argument("--size", type=int, default=0, help="pad event data to this many bytes")
     proxy.add_argument("--plot", type=Path, default=None, help="PNG of latency CDFs")
     proxy.add_argument("--out", type=Path, default=None)
@@ -245,6 +249,7 @@ def _proxy(args: argparse.Namespace) -> int:
         client_processes=args.client_processes,
         h2_streams=args.h2_streams,
         size=args.size,
+        h2_client=args.h2_client,
     )
     if args.plot is not None:
         results["plot"] = plot_latency(results, args.plot)

@@ -40,12 +40,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench.case import run_case
 from ssegate.bench.fanout_report import ratios
 from ssegate.bench.gateway import GatewayProcess, ProcessSample
 from ssegate.bench.load import LoadClients, LoadSpec
 from ssegate.bench.mercure import HUB_DEFAULTS, HUB_PATH, MercureHub, ensure_mercure
 from ssegate.bench.mercure_publisher import publish_to_hub
-from ssegate.bench.proxy import run_case, run_proxy_idle, upstream_publisher, write_proxy_config
+from ssegate.bench.proxy import run_proxy_idle, upstream_publisher, write_proxy_config
 from ssegate.bench.publisher import Published, UpstreamProcess
 
 P99_TARGET_MS = 50.0

@@ -57,6 +57,8 @@ def losses(row: dict[str, Any]) -> list[str]:
     ):
         if row.get(field):
             found.append(f"{row[field]:,} {words}")
+    if (row.get("h2load") or {}).get("complete") is False:
+        found.append("h2load's streams short of the bytes owed")
     return found
 
 
