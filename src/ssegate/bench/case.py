@@ -33,7 +33,8 @@ H2LOAD_MARGIN_SECONDS = 3.0
 """h2load runs this long past the planned drain, so that it ends after the case does."""
 
 
-def _self_cpu() -> float:
+def self_cpu_seconds() -> float:
+    """This process's user and system CPU seconds."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -76,7 +77,7 @@ def run_case(
         else:
             time.sleep(0.2)
         gateway_before, upstream_before = gateway(), upstream()
-        self_before, wall_before = _self_cpu(), time.monotonic()
+        self_before, wall_before = self_cpu_seconds(), time.monotonic()
         busy_before, load_average = machine_busy_seconds(), os.getloadavg()[0]
         published = publisher()
         time.sleep(DRAIN_SECONDS)
@@ -84,7 +85,7 @@ def run_case(
         stopped = time.monotonic()
         wall = stopped - wall_before
         gateway_after, upstream_after = gateway(), upstream()
-        self_after, busy_after = _self_cpu(), machine_busy_seconds()
+        self_after, busy_after = self_cpu_seconds(), machine_busy_seconds()
         bulk_figures = _finish_h2load(h2load, result, stopped) if h2load else None
     gateway_cpu = gateway_after.cpu_seconds - gateway_before.cpu_seconds
     upstream_cpu = upstream_after.cpu_seconds - upstream_before.cpu_seconds

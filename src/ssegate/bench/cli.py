@@ -98,10 +98,24 @@ def add_bench_parser(commands: Any) -> None:
     fanout.add_argument("--ladder-clients", type=int, default=100)
     fanout.add_argument(
         "--ladder-rates", type=_counts_or_none, default=None,
-        help="events/s climbed until p99 > 50 ms (default 200 ... 2200; 'none': no ladder)",
+        help="events/s climbed until p99 > 50 ms, then bisected to 10 %% (default 200 ... 2200;"
+        " 'none': no ladder)",
     )  # fmt: skip
     fanout.add_argument("--ladder-duration", type=float, default=3.0)
+    fanout.add_argument(
+        "--ladder-budget", type=float, default=180.0,
+        help="seconds the climb and the bisection to 10 %% may take",
+    )  # fmt: skip
     fanout.add_argument("--mercure-transport", choices=["local", "bolt"], default="local")
+    fanout.add_argument(
+        "--mercure-publish-cost", choices=["separated", "included"], default="separated",
+        help="separated: measure the hub's publish path (POST + JWT per event) alone and report"
+        " its fan-out CPU without it; included: the hub's CPU whole",
+    )  # fmt: skip
+    fanout.add_argument(
+        "--h2-client", choices=["h2load", "python"], default="h2load",
+        help="who holds most streams of the tls-h2 cases",
+    )  # fmt: skip
     fanout.add_argument("--without-mercure", action="store_true", help="ssegate alone")
     fanout.add_argument("--client-processes", type=int, default=1)
     fanout.add_argument("--workers", type=int, default=1, help="gateway worker processes")
@@ -282,10 +296,13 @@ def _fanout(args: argparse.Namespace) -> int:
         ladder_clients=args.ladder_clients,
         ladder_rates=None if args.ladder_rates is None else [float(r) for r in args.ladder_rates],
         ladder_duration=args.ladder_duration,
+        ladder_budget=args.ladder_budget,
         mercure=not args.without_mercure,
         mercure_transport=args.mercure_transport,
         client_processes=args.client_processes,
         workers=args.workers,
+        h2_client=args.h2_client,
+        mercure_publish_cost=args.mercure_publish_cost,
     )
     if args.plot is not None:
         results["plot"] = plot_fanout(results, args.plot)

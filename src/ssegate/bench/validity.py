@@ -20,6 +20,10 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+MET = "met"
+MISSED = "missed"
+NOT_MEASURED = "not measured"
+"""A verdict's statuses."""
 SATURATED_SHARE = 0.8
 """A load client busier than this share of the cores it may use is saturated."""
 MIN_RUNS = 3
