@@ -112,7 +112,14 @@ def _median_run(measured: list[dict[str, Any]]) -> dict[str, Any]:
     ordered = sorted(measured, key=lambda run: int(run["bytes_per_connection"]))
     chosen = dict(ordered[(len(ordered) - 1) // 2])
     chosen["bytes_per_connection_runs"] = [run["bytes_per_connection"] for run in measured]
-    kept = ("opened", "held_by_gateway", "open_seconds", "bytes_per_connection")
+    kept = (
+        "asked",
+        "opened",
+        "complete",
+        "held_by_gateway",
+        "open_seconds",
+        "bytes_per_connection",
+    )
     chosen["each_run"] = [{field: run[field] for field in kept} for run in measured]
     chosen["bytes_per_connection_median"] = round(
         statistics.median(run["bytes_per_connection"] for run in measured)
