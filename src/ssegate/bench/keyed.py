@@ -293,7 +293,7 @@ def summarize(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     [r["gateway_us_per_message"] for r in runs]
                 ),
                 "client_cpu_share_median": _median([r["client_cpu_share"] for r in runs]),
-                "client_saturated_runs": sum(1 for r in runs if r["client_saturated"]),
+                "client_saturated_runs": sum(1 for r in runs if r.get("client_saturated")),
             }
         )
     return rows
