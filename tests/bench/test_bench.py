@@ -63,6 +63,7 @@ def test_idle_scenario_reports_bytes_per_connection(tmp_path: Path) -> None:
         side = result[label]
         assert isinstance(side, dict)
         assert side["opened"] == 50 and "bytes_per_connection" in side
+        assert side["client_cpu_share"] >= 0 and "client_saturated" in side
 
 
 def test_proxy_scenario_delivers_every_event_over_h1_and_h2(tmp_path: Path) -> None:
