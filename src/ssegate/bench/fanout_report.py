@@ -106,7 +106,10 @@ def plot_fanout(results: dict[str, Any], path: Path) -> str:
             label=f"{server} {transport}",
         )  # fmt: skip
     for entry in results["ladder"]:
-        steps = [s for s in entry["steps"] if s["latency_ms"]["p99"] is not None]
+        steps = sorted(
+            (s for s in entry["steps"] if s["latency_ms"]["p99"] is not None),
+            key=lambda s: s["offered_events_per_s"],
+        )  # the bisection's steps come after the climb's
         ladder.plot(
             [s["offered_events_per_s"] for s in steps],
             [s["latency_ms"]["p99"] for s in steps],

@@ -220,7 +220,7 @@ PROFILES: dict[str, tuple[Step, ...]] = {
             "fanout": (
                 "--clients 100 --rate 100 --duration 2 --transports h1 --idle-clients 200"
                 " --ladder-rates 200,800,3200 --ladder-duration 2 --ladder-budget 150",
-                240,
+                300,
             ),
             "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1", 120),
         }
