@@ -63,6 +63,7 @@ def test_idle_scenario_reports_bytes_per_connection(tmp_path: Path) -> None:
         side = result[label]
         assert isinstance(side, dict)
         assert side["opened"] == 50 and "bytes_per_connection" in side
+        assert side["client_cpu_share"] >= 0 and "client_saturated" in side
 
 
 def test_proxy_scenario_delivers_every_event_over_h1_and_h2(tmp_path: Path) -> None:
@@ -86,3 +87,27 @@ def test_proxy_scenario_delivers_every_event_over_h1_and_h2(tmp_path: Path) -> N
 def test_proxy_idle_scenario_reports_bytes_per_client(tmp_path: Path) -> None:
     result = _bench(tmp_path, "proxy-idle", "--clients", "5")
     assert result["opened"] == 5 and "gateway_bytes_per_client" in result
+
+
+def test_an_h2_case_gives_h2load_the_bulk_of_the_streams_and_python_a_few_for_latency(
+    tmp_path: Path,
+) -> None:
+    from ssegate.bench.h2load import LATENCY_STREAMS
+
+    clients = LATENCY_STREAMS + 4
+    result = _bench(
+        tmp_path,
+        "proxy",
+        *("--clients", str(clients), "--rate", "50", "--duration", "1", "--protocol", "h2"),
+        *("--h2-streams", "2"),
+    )
+    cases = result["cases"]
+    assert isinstance(cases, list)
+    [case] = cases
+    assert case["clients_by_client"] == {"python-h2": LATENCY_STREAMS, "h2load": 4}
+    h2load = case["h2load"]
+    assert (h2load["connections"], h2load["opened"], h2load["complete"]) == (2, 4, True)
+    assert h2load["data_bytes"] == h2load["data_bytes_owed"] > 0
+    assert case["opened"] == clients and case["missing"] == 0
+    assert case["received"] == case["expected"] == 50 * clients
+    assert case["cpu_s"]["h2load"] >= 0 and case["client_saturated"] is False

@@ -32,6 +32,7 @@ def test_jwt_scenario_authorizes_every_stream_cold_and_warm(kafka_broker: Broker
         assert measured["connects_per_s"] > 0
         assert measured["connect_ms"]["p99"] >= measured["connect_ms"]["p50"] > 0
         assert measured["machine_busy_share"] >= 0
+        assert measured["client_cpu_share"] >= 0 and "client_saturated" in measured
     assert result["alg"] == "ES256"
     assert isinstance(result["rss_bytes_per_authorized_stream"], int)
     assert result["verification_us"]["ec"]["cold_us"] > result["verification_us"]["ec"]["warm_us"]
@@ -60,7 +61,8 @@ def test_kafka_scenario_delivers_every_produced_message_to_every_client(
     for case in cases:
         assert case["produced"] == 200
         assert case["received"] == case["expected"] == 200 * case["clients"]
-        assert case["gaps"] == 0
+        assert (case["distinct"], case["missing"], case["duplicates"]) == (case["expected"], 0, 0)
+        assert case["gaps"] == 0 and case["client_saturated"] is False
         assert case["delivered_events_per_s"] > 0
         upper, lower = case["latency_ms"]["p99"], case["latency_ms_lower_bound"]["p99"]
         assert upper is not None and lower is not None and lower <= upper

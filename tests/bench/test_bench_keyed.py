@@ -27,6 +27,7 @@ def test_keyed_scenario_delivers_each_stream_exactly_the_messages_of_its_key(
     assert case["received"] == case["owed"]
     assert (case["lost"], case["duplicates"], case["gaps"]) == (0, 0, 0)
     assert case["complete"] and case["latency_ms"]["p99"] is not None
+    assert case["client_saturated"] is False and case["client_cpu_share"] < 0.8
     assert len(case["rss_mib_samples"]) >= 2 and "rss_growth_after_first_fifth" in case
     [row] = result["summary"]
     assert row["all_complete"] and row["runs"] == 1
@@ -38,12 +39,14 @@ def test_more_streams_than_keys_is_refused() -> None:
 
 
 def test_the_summary_takes_medians_and_fails_a_case_with_any_loss() -> None:
-    def case(p99: float, lost: int) -> dict[str, object]:
+    def case(p99: float, lost: int, client: float = 0.1) -> dict[str, object]:
         return {
             "gateway": "ssegate", "streams": 10, "complete": lost == 0, "lost": lost,
             "duplicates": 0, "latency_ms": {"p99": p99}, "gateway_cpu_share": 0.5,
-            "gateway_us_per_message": 10.0, "client_cpu_share": 0.1,
+            "gateway_us_per_message": 10.0, "client_cpu_share": client,
+            "client_saturated": client > 0.8,
         }  # fmt: skip
 
-    [row] = summarize([case(10, 0), case(30, 2), case(20, 0)])
+    [row] = summarize([case(10, 0), case(30, 2), case(20, 0, client=0.9)])
     assert row["p99_ms_median"] == 20 and row["lost"] == 2 and not row["all_complete"]
+    assert row["client_saturated_runs"] == 1

@@ -84,6 +84,17 @@ def test_fanout_delivers_every_event_on_ssegate_and_mercure_and_reports_ratios(
         assert case["publisher"]["written"] == 50
         assert case["cpu_s"]["server"] >= 0 and case["machine_busy_share"] >= 0
     assert cases[1]["publisher"]["acknowledged"] == 50
+    for case in cases:
+        assert case["client_cpu_share"] >= 0 and case["client_saturated"] is False
+        assert case["cpu_s"]["server_fanout"] <= case["cpu_s"]["server"]
+        assert "events_per_server_fanout_cpu_s" in case and "publisher_cpu_share" in case
+
+    cost = mercure["publish_cost"]
+    assert cost["mode"] == "separated" and cost["published"] > 0
+    assert cost["hub_cpu_us_per_event"] > 0 and "nobody subscribes" in cost["what_was_done"]
+    hub_case = cases[1]
+    intake = cost["hub_cpu_us_per_event"] * hub_case["published"] / 1e6
+    assert hub_case["cpu_s"]["server_publish_path_estimate"] == round(intake, 3)
 
     assert {entry["server"] for entry in result["idle"]} == {"ssegate", "mercure"}
     for entry in result["idle"]:
@@ -91,10 +102,22 @@ def test_fanout_delivers_every_event_on_ssegate_and_mercure_and_reports_ratios(
     assert [entry["server"] for entry in result["ladder"]] == ["ssegate", "mercure"]
     for entry in result["ladder"]:
         assert len(entry["steps"]) == 1 and entry["steps"][0]["missing"] == 0
+        assert (entry["best_rate"], entry["ceiling_found"]) == (50, False)
 
     ratios = result["ratios"]
     assert [(p["transport"], p["clients"]) for p in ratios["pairs"]] == [("h1", 3), ("tls-h2", 3)]
     for pair in ratios["pairs"]:
         assert pair["delivered_events_per_s"] > 0 and pair["p99_ms"] > 0
     assert "memory_per_idle_connection" in ratios and "throughput_at_p99_target" in ratios
+    # both passed the only rate: neither ceiling was found, so nothing is decided
+    assert ratios["throughput_at_p99_target_status"] == "not measured"
     assert plot.exists() or "matplotlib is not installed" in result["plot"]
+
+
+def test_stamp_tally_counts_a_replayed_run_of_ids_as_duplicates_every_one() -> None:
+    counters = ReceiveCounters()
+    tally = StampTally(counters)
+    run = b"".join(b"id: %d\ndata: 1000\n\n" % n for n in (1, 2, 3))
+    tally.feed(run + run + b"id: 5\ndata: 1000\n\n", now_ns=1_000_000)
+    assert (counters.received, counters.duplicates, counters.gaps) == (7, 3, 1)
+    assert counters.body_bytes == len(run) * 2 + len(b"id: 5\ndata: 1000\n\n")

@@ -119,3 +119,36 @@ def test_a_large_read_delivered_twice_is_counted_as_duplicates() -> None:
     held.data_received(batch + batch)
     assert counters.received == 40
     assert counters.duplicates == 20 and counters.gaps == 0
+
+
+def test_a_large_read_with_as_many_events_as_its_span_still_finds_a_repeat_and_a_hole() -> None:
+    """Its ends look whole (0 .. 19, 20 events), but 9 came twice and 10 never came."""
+    held, counters = stream()
+    held.data_received(events([*range(10), 9, *range(11, 20)], time.monotonic_ns()))
+    assert (counters.received, counters.duplicates, counters.gaps) == (20, 1, 1)
+
+
+def test_a_batch_delivered_twice_and_a_hole_are_counted_apart() -> None:
+    held, counters = stream()
+    now = time.monotonic_ns()
+    batch = events(range(10), now)
+    held.data_received(batch + batch + events(range(20, 30), now))
+    assert (counters.received, counters.duplicates, counters.gaps) == (30, 10, 10)
+    assert counters.received - counters.duplicates == 20  # distinct: what was delivered
+
+
+def test_a_late_event_fills_its_hole_and_is_no_duplicate() -> None:
+    held, counters = stream()
+    now = time.monotonic_ns()
+    held.data_received(events([0, 1, 3], now))
+    held.data_received(events([2, 4], now))
+    assert (counters.received, counters.gaps, counters.late, counters.duplicates) == (5, 1, 1, 0)
+
+
+def test_duplicates_are_counted_across_reads_of_either_size() -> None:
+    held, counters = stream()
+    now = time.monotonic_ns()
+    held.data_received(events(range(30), now))  # a large read
+    held.data_received(events(range(25, 30), now))  # a small one, all seen before
+    held.data_received(events(range(20, 40), now))  # a large one, half seen before
+    assert (counters.received, counters.duplicates, counters.gaps) == (55, 15, 0)

@@ -66,6 +66,10 @@ def add_bench_parser(commands: Any) -> None:
     proxy.add_argument("--tls", action="store_true", help="connect over TLS")
     proxy.add_argument("--client-processes", type=int, default=1)
     proxy.add_argument("--h2-streams", type=int, default=1, help="h2 streams per connection")
+    proxy.add_argument(
+        "--h2-client", choices=["h2load", "python"], default="h2load",
+        help="who holds most h2 streams (the Python client always holds a few, for latency)",
+    )  # fmt: skip
     proxy.add_argument("--size", type=int, default=0, help="pad event data to this many bytes")
     proxy.add_argument("--plot", type=Path, default=None, help="PNG of latency CDFs")
     proxy.add_argument("--out", type=Path, default=None)
@@ -94,10 +98,24 @@ def add_bench_parser(commands: Any) -> None:
     fanout.add_argument("--ladder-clients", type=int, default=100)
     fanout.add_argument(
         "--ladder-rates", type=_counts_or_none, default=None,
-        help="events/s climbed until p99 > 50 ms (default 200 ... 2200; 'none': no ladder)",
+        help="events/s climbed until p99 > 50 ms, then bisected to 10 %% (default 200 ... 2200;"
+        " 'none': no ladder)",
     )  # fmt: skip
     fanout.add_argument("--ladder-duration", type=float, default=3.0)
+    fanout.add_argument(
+        "--ladder-budget", type=float, default=180.0,
+        help="seconds the climb and the bisection to 10 %% may take",
+    )  # fmt: skip
     fanout.add_argument("--mercure-transport", choices=["local", "bolt"], default="local")
+    fanout.add_argument(
+        "--mercure-publish-cost", choices=["separated", "included"], default="separated",
+        help="separated: measure the hub's publish path (POST + JWT per event) alone and report"
+        " its fan-out CPU without it; included: the hub's CPU whole",
+    )  # fmt: skip
+    fanout.add_argument(
+        "--h2-client", choices=["h2load", "python"], default="h2load",
+        help="who holds most streams of the tls-h2 cases",
+    )  # fmt: skip
     fanout.add_argument("--without-mercure", action="store_true", help="ssegate alone")
     fanout.add_argument("--client-processes", type=int, default=1)
     fanout.add_argument("--workers", type=int, default=1, help="gateway worker processes")
@@ -257,6 +275,7 @@ def _proxy(args: argparse.Namespace) -> int:
         client_processes=args.client_processes,
         h2_streams=args.h2_streams,
         size=args.size,
+        h2_client=args.h2_client,
     )
     if args.plot is not None:
         results["plot"] = plot_latency(results, args.plot)
@@ -289,10 +308,13 @@ def _fanout(args: argparse.Namespace) -> int:
         ladder_clients=args.ladder_clients,
         ladder_rates=None if args.ladder_rates is None else [float(r) for r in args.ladder_rates],
         ladder_duration=args.ladder_duration,
+        ladder_budget=args.ladder_budget,
         mercure=not args.without_mercure,
         mercure_transport=args.mercure_transport,
         client_processes=args.client_processes,
         workers=args.workers,
+        h2_client=args.h2_client,
+        mercure_publish_cost=args.mercure_publish_cost,
     )
     if args.plot is not None:
         results["plot"] = plot_fanout(results, args.plot)

@@ -17,10 +17,26 @@ A run measures, per server:
 2. **Equal load**, for each transport (``h1`` plain, ``tls-h1``, ``tls-h2``) and each
    (clients, rate): ssegate's case, then Mercure's, at once after it, so that the two of a pair
    share the machine's conditions as far as possible.
-3. **The p99 ladder**: at ``ladder_clients``, rates climb until p99 exceeds
-   :data:`P99_TARGET_MS`, an event goes missing or the publisher falls behind; the last rate
-   that passed is the server's throughput at that p99. The servers take turns at each rate,
-   over plain HTTP/1.1, and the climb is bounded in time.
+3. **The p99 ladder** (:mod:`ssegate.bench.ladder`): at ``ladder_clients``, rates climb until
+   p99 exceeds :data:`P99_TARGET_MS`, an event goes missing or comes twice, a stream fails or
+   the publisher falls behind, then bisect between the last rate that passed and the first
+   that failed until they are within 10 %; the last rate that passed is the server's
+   throughput at that p99. A step whose load client or publisher was saturated is invalid
+   and ends that server's climb. The servers take turns at each rate, over plain HTTP/1.1,
+   and the climb is bounded in time.
+
+tls-h2 cases hold most streams with h2load (:mod:`ssegate.bench.case`).
+
+**Mercure's publish path.** ssegate takes its events from one upstream connection (the
+upstream server is its own process, measured apart); Mercure takes one ``POST`` with a JWT per
+event, parsed and verified by the hub itself, so the hub's CPU holds its intake as well as its
+fan-out. With ``mercure_publish_cost="separated"`` (the default) a publish-only run first
+measures that intake: the hub's CPU per event published to a topic nobody subscribes to, and
+the publisher's own. Every Mercure case then reports the hub's CPU less that estimate as its
+fan-out CPU (``cpu_s.server_fanout``, ``events_per_server_fanout_cpu_s``), and the pairs
+compare fan-out CPU with fan-out CPU. The publisher's CPU share is reported with every case,
+and a ladder step where it was saturated is invalid rather than a failure of the hub.
+``"included"`` leaves the hub's CPU whole, as it was measured before.
 
 Then the ratios ssegate/Mercure: delivered events/s and p99 at equal load, memory per idle
 connection, and throughput at equal p99 (:mod:`ssegate.bench.fanout_report`, which also
@@ -40,12 +56,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench import validity
+from ssegate.bench.case import run_case, self_cpu_seconds
 from ssegate.bench.fanout_report import ratios
 from ssegate.bench.gateway import GatewayProcess, ProcessSample
+from ssegate.bench.ladder import FAILED, INVALID, PASSED, climb
 from ssegate.bench.load import LoadClients, LoadSpec
 from ssegate.bench.mercure import HUB_DEFAULTS, HUB_PATH, MercureHub, ensure_mercure
 from ssegate.bench.mercure_publisher import publish_to_hub
-from ssegate.bench.proxy import run_case, run_proxy_idle, upstream_publisher, write_proxy_config
+from ssegate.bench.proxy import run_proxy_idle, upstream_publisher, write_proxy_config
 from ssegate.bench.publisher import Published, UpstreamProcess
 
 P99_TARGET_MS = 50.0
@@ -59,6 +78,10 @@ TRANSPORTS: dict[str, tuple[str, bool]] = {
 KEPT_UP = 0.95
 """A publisher kept up when it achieved at least this share of the asked rate."""
 SETTLE_SECONDS = 2.0
+PUBLISH_COSTS = ("separated", "included")
+"""Mercure's publish path: measured and taken out of its fan-out CPU, or left in."""
+PUBLISH_PATH_RATE = 1000.0
+PUBLISH_PATH_SECONDS = 2.0
 LADDER_RATES = [200.0, 400.0, 600.0, 800.0, 1100.0, 1600.0, 2200.0]
 """Events/s of the p99 ladder: 20k to 220k deliveries/s at 100 clients."""
 
@@ -78,6 +101,9 @@ class _Server:
         sample: Callable[[], ProcessSample],
         upstream: Callable[[], ProcessSample] | None,
         publish: Callable[[float, float], PublishedAndNoted],
+        *,
+        use_h2load: bool = True,
+        publish_path_us_per_event: float = 0.0,
     ) -> None:
         self.name = name
         self.ports = ports
@@ -87,6 +113,9 @@ class _Server:
         self.upstream = upstream
         self.publish = publish
         """(rate, duration) → what was published."""
+        self.use_h2load = use_h2load
+        self.publish_path_us_per_event = publish_path_us_per_event
+        """The server's own CPU per published event spent taking it in (0: none measured)."""
 
     def case(
         self, transport: str, clients: int, rate: float, duration: float, processes: int
@@ -106,9 +135,12 @@ class _Server:
             published, notes["publisher"] = self.publish(rate, duration)
             return published
 
-        case = run_case(spec, rate, duration, processes, self.sample, self.upstream, publish)
+        case = run_case(
+            spec, rate, duration, processes, self.sample, self.upstream, publish,
+            use_h2load=self.use_h2load,
+        )  # fmt: skip
         time.sleep(0.5)
-        return _row(self.name, transport, case, notes["publisher"])
+        return _row(self.name, transport, case, notes["publisher"], self.publish_path_us_per_event)
 
 
 def _publish_to_upstream(port: int, rate: float, duration: float) -> PublishedAndNoted:
@@ -125,9 +157,14 @@ def _publish_to_hub(hub: MercureHub, rate: float, duration: float) -> PublishedA
 
 
 def _row(
-    server: str, transport: str, case: dict[str, Any], publisher: dict[str, Any]
+    server: str,
+    transport: str,
+    case: dict[str, Any],
+    publisher: dict[str, Any],
+    publish_path_us_per_event: float = 0.0,
 ) -> dict[str, Any]:
-    """A case as the fan-out reports it: the server's CPU and RSS under the server's name."""
+    """A case as the fan-out reports it: the server's CPU and RSS under the server's name, and
+    its fan-out CPU (its CPU less ``publish_path_us_per_event`` per event published)."""
     cpu = dict(case.pop("cpu_s"))
     server_cpu = cpu.pop("gateway")
     upstream_cpu = cpu.pop("upstream")
@@ -137,8 +174,13 @@ def _row(
     busy += server_cpu + upstream_cpu + sum(cpu["clients"])
     row: dict[str, Any] = {"server": server, "transport": transport, **case}
     row["cpu_s"] = {"server": server_cpu}
-    received = case["received"]
+    received = case["distinct"]
     row["events_per_server_cpu_s"] = round(received / server_cpu) if server_cpu > 0 else None
+    intake = publish_path_us_per_event * case["published"] / 1e6
+    fanout_cpu = max(0.0, server_cpu - intake)
+    row["cpu_s"]["server_publish_path_estimate"] = round(intake, 3)
+    row["cpu_s"]["server_fanout"] = round(fanout_cpu, 2)
+    row["events_per_server_fanout_cpu_s"] = round(received / fanout_cpu) if fanout_cpu > 0 else None
     if server == "ssegate":
         row["cpu_s"]["upstream"] = upstream_cpu
         chain = server_cpu + upstream_cpu
@@ -151,23 +193,29 @@ def _row(
     return row
 
 
-def _passes(row: dict[str, Any]) -> bool:
-    p99 = row["latency_ms"]["p99"]
+def _outcome(row: dict[str, Any]) -> tuple[str, str]:
+    """A ladder step: invalid when the client or the publisher was saturated; passed when p99
+    is within the target, every event came once to every stream and the publisher kept up."""
+    if row["client_saturated"]:
+        return INVALID, f"load client saturated ({row['client_cpu_share']:.0%} of a core)"
     publisher = row["publisher"]
-    return (
-        p99 is not None
-        and p99 <= P99_TARGET_MS
-        and row["missing"] == 0
-        and row["gaps"] == 0
-        and row["failed"] == 0
-        and publisher.get("refused", 0) == 0
-        and publisher["achieved_events_per_s"] >= KEPT_UP * publisher["rate"]
-    )
+    if row["publisher_cpu_share"] > validity.SATURATED_SHARE:
+        return INVALID, f"publisher saturated ({row['publisher_cpu_share']:.0%} of a core)"
+    p99 = row["latency_ms"]["p99"]
+    reasons = validity.losses(row)
+    if p99 is None or p99 > P99_TARGET_MS:
+        reasons.append(f"p99 {p99} ms")
+    if publisher.get("refused", 0):
+        reasons.append(f"{publisher['refused']} publications refused")
+    if publisher["achieved_events_per_s"] < KEPT_UP * publisher["rate"]:
+        reasons.append(f"publisher reached {publisher['achieved_events_per_s']:g} ev/s")
+    return (FAILED, "; ".join(reasons)) if reasons else (PASSED, "")
 
 
 _STEP_FIELDS = (
-    "rate", "offered_events_per_s", "delivered_events_per_s", "missing", "gaps", "latency_ms",
-    "cpu_s", "events_per_server_cpu_s", "publisher",
+    "rate", "offered_events_per_s", "delivered_events_per_s", "missing", "duplicates", "gaps",
+    "latency_ms", "cpu_s", "events_per_server_cpu_s", "events_per_server_fanout_cpu_s",
+    "client_cpu_share", "client_saturated", "publisher_cpu_share", "publisher",
 )  # fmt: skip
 
 
@@ -179,42 +227,25 @@ def _ladders(
     budget: float,
     processes: int,
 ) -> list[dict[str, Any]]:
-    """Climb ``rates`` on every server, taking turns at each rate, until each fails one.
+    """Climb ``rates`` on every server, taking turns, then bisect to 10 % (:func:`climb`)."""
+    by_name = {server.name: server for server in servers}
 
-    Taking turns keeps a server's step beside the other's in time, as for the pairs; a server
-    stops at its first failed rate, every server at the end of the time budget.
-    """
-    ladders: dict[str, dict[str, Any]] = {
-        server.name: {"server": server.name, "clients": clients, "p99_target_ms": P99_TARGET_MS,
-                      "steps": [], "stopped": "every rate passed", "best": None}
-        for server in servers
-    }  # fmt: skip
-    climbing = list(servers)
-    started = time.monotonic()
-    for rate in rates:
-        if time.monotonic() - started > budget:
-            for server in climbing:
-                ladders[server.name]["stopped"] = f"time budget of {budget:.0f} s spent"
-            break
-        for server in list(climbing):
-            row = server.case("h1", clients, rate, duration, processes)
-            passed = _passes(row)
-            ladder = ladders[server.name]
-            ladder["steps"].append({key: row[key] for key in _STEP_FIELDS} | {"passed": passed})
-            if passed:
-                ladder["best"] = row
-            else:
-                ladder["stopped"] = f"{rate:g} ev/s failed"
-                climbing.remove(server)
-        if not climbing:
-            break
+    def measure(name: str, rate: float) -> tuple[dict[str, Any], str, str]:
+        row = by_name[name].case("h1", clients, rate, duration, processes)
+        return {key: row[key] for key in _STEP_FIELDS}, *_outcome(row)
+
     reports = []
-    for ladder in ladders.values():
-        best = ladder.pop("best")
-        ladder["best_rate"] = best["rate"] if best else None
-        ladder["best_delivered_events_per_s"] = best["delivered_events_per_s"] if best else None
-        ladder["best_p99_ms"] = best["latency_ms"]["p99"] if best else None
-        reports.append(ladder)
+    for ladder in climb(list(by_name), rates, measure, budget):
+        best = ladder.best
+        reports.append(
+            ladder.report()
+            | {
+                "clients": clients,
+                "p99_target_ms": P99_TARGET_MS,
+                "best_delivered_events_per_s": best["delivered_events_per_s"] if best else None,
+                "best_p99_ms": best["latency_ms"]["p99"] if best else None,
+            }
+        )
     return reports
 
 
@@ -267,18 +298,24 @@ def run_fanout(
     ladder_clients: int = 100,
     ladder_rates: list[float] | None = None,
     ladder_duration: float = 3.0,
-    ladder_budget: float = 90.0,
+    ladder_budget: float = 180.0,
     mercure: bool = True,
     mercure_transport: str = "local",
     client_processes: int = 1,
     workers: int = 1,
+    h2_client: str = "h2load",
+    mercure_publish_cost: str = "separated",
 ) -> dict[str, Any]:
     """Idle memory, every (transport, clients, rate) pair, and the p99 ladder of each server.
 
     ``rates`` is one publish rate (events/s) for every client count, or one per count. Without
     ``mercure``, or when its build fails (the reason is in the results), ssegate runs alone.
     ``workers`` is the gateway's worker processes; Mercure uses every core as Go does.
+    ``h2_client`` ``python`` keeps h2load out of the tls-h2 cases; ``mercure_publish_cost``
+    is ``separated`` or ``included`` (the module's docstring says what each does).
     """
+    if mercure_publish_cost not in PUBLISH_COSTS:
+        raise ValueError(f"mercure_publish_cost is one of {', '.join(PUBLISH_COSTS)}")
     if len(rates) not in (1, len(clients)):
         raise ValueError("give one rate, or one rate per client count")
     unknown = [t for t in transports if t not in TRANSPORTS]
@@ -293,6 +330,7 @@ def run_fanout(
         "gateway_workers": workers,
         "topic": TOPIC,
         "p99_target_ms": P99_TARGET_MS,
+        "h2_client": h2_client,
         "idle": [],
         "cases": [],
         "ladder": [],
@@ -318,17 +356,22 @@ def run_fanout(
         config, plain, tls_port = write_proxy_config(tmp, upstream.http_port)
         gateway = stack.enter_context(GatewayProcess(config, workers=workers))
         to_upstream = functools.partial(_publish_to_upstream, upstream.publish_port)
+        use_h2load = h2_client == "h2load"
         servers = [
             _Server("ssegate", {False: plain, True: tls_port}, "/events", gateway.sample,
-                    upstream.sample, to_upstream),
+                    upstream.sample, to_upstream, use_h2load=use_h2load),
         ]  # fmt: skip
         hub = _start_hub(stack, hub_binary, tmp, results["mercure"]) if hub_binary else None
         if hub is not None:
             if idle_clients:
                 results["idle"].append(_hub_idle(hub, idle_clients, hub_path))
+            cost = _publish_cost(hub, mercure_publish_cost)
+            results["mercure"]["publish_cost"] = cost
             servers.append(
                 _Server("mercure", {False: hub.plain_port, True: hub.tls_port}, hub_path,
-                        hub.sample, None, functools.partial(_publish_to_hub, hub))
+                        hub.sample, None, functools.partial(_publish_to_hub, hub),
+                        use_h2load=use_h2load,
+                        publish_path_us_per_event=cost.get("hub_cpu_us_per_event", 0.0))
             )  # fmt: skip
         for transport in transports:
             for count, rate in zip(clients, per_count, strict=True):
@@ -342,6 +385,38 @@ def run_fanout(
             )
     results["ratios"] = ratios(results)
     return results
+
+
+def _publish_cost(hub: MercureHub, mode: str) -> dict[str, Any]:
+    """What Mercure's publish path costs, measured with nobody subscribed (``separated``)."""
+    if mode == "included":
+        return {
+            "mode": mode,
+            "what_was_done": "the hub's CPU is reported whole: its intake of the POSTs (HTTP,"
+            " JWT, one update per request) counts as fan-out",
+        }
+    time.sleep(SETTLE_SECONDS)
+    topic = f"{TOPIC}/publish-path"
+    hub_before, self_before = hub.sample(), self_cpu_seconds()
+    outcome = asyncio.run(
+        publish_to_hub(hub.plain_port, hub.token, topic, PUBLISH_PATH_RATE, PUBLISH_PATH_SECONDS)
+    )
+    hub_cpu = hub.sample().cpu_seconds - hub_before.cpu_seconds
+    publisher_cpu = self_cpu_seconds() - self_before
+    events = max(1, outcome.acknowledged)
+    return {
+        "mode": mode,
+        "what_was_done": f"{outcome.acknowledged:,} updates POSTed at {PUBLISH_PATH_RATE:g}/s"
+        " to a topic nobody subscribes to; the hub's CPU per update is its publish path, taken"
+        " out of its CPU in every case (cpu_s.server_fanout); the publisher's CPU is this"
+        " process's, reported per case as publisher_cpu_share",
+        "published": outcome.acknowledged,
+        "refused": outcome.refused,
+        "hub_cpu_s": round(hub_cpu, 3),
+        "hub_cpu_us_per_event": round(hub_cpu * 1e6 / events, 1),
+        "publisher_cpu_s": round(publisher_cpu, 3),
+        "publisher_cpu_us_per_event": round(publisher_cpu * 1e6 / events, 1),
+    }
 
 
 def _start_hub(

@@ -1,8 +1,10 @@
 """What a fan-out run reports beyond its cases: the ssegate/Mercure ratios and the plot.
 
 :func:`ratios` pairs each ssegate case with the Mercure case of the same transport, clients
-and rate, and divides: delivered events/s, p99 and events per server CPU-second; then memory
-per idle connection and the throughput each server reached under the p99 target.
+and rate, and divides: delivered events/s, p99, events per server CPU-second and per fan-out
+CPU-second (the server's CPU less its publish path, :mod:`ssegate.bench.fanout`); then memory
+per idle connection, and the throughput each server reached under the p99 target, judged by
+:func:`ssegate.bench.ladder.compare` (a ratio of 0 when ssegate passed no rate and Mercure did).
 :func:`plot_fanout` draws delivered events/s against clients, every case's latency CDF, and
 p99 against the offered load on each server's ladder (matplotlib, Agg backend; optional).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench.ladder import compare
 from ssegate.bench.latency import LatencyHistogram
 
 
@@ -39,16 +42,28 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
                 "events_per_server_cpu_s": _ratio(
                     ours["events_per_server_cpu_s"], theirs["events_per_server_cpu_s"]
                 ),
+                "events_per_server_fanout_cpu_s": _ratio(
+                    ours.get("events_per_server_fanout_cpu_s"),
+                    theirs.get("events_per_server_fanout_cpu_s"),
+                ),
             }
         )
     idle = {entry["server"]: entry["bytes_per_idle_connection"] for entry in results["idle"]}
-    ladder = {entry["server"]: entry["best_delivered_events_per_s"] for entry in results["ladder"]}
+    ladders = {entry["server"]: entry for entry in results["ladder"]}
+    throughput: dict[str, Any] = {"throughput_at_p99_target": None}
+    if "ssegate" in ladders and "mercure" in ladders:
+        judged = compare(ladders["ssegate"], ladders["mercure"], ("ssegate", "Mercure"))
+        throughput = {
+            "throughput_at_p99_target": judged.ratio,
+            "throughput_at_p99_target_status": judged.status,
+            "throughput_at_p99_target_note": judged.note,
+        }
     return {
         "reading": "ssegate / Mercure: above 1 means ssegate has more of it (for p99_ms and"
         " memory, more is worse)",
         "pairs": pairs,
         "memory_per_idle_connection": _ratio(idle.get("ssegate"), idle.get("mercure")),
-        "throughput_at_p99_target": _ratio(ladder.get("ssegate"), ladder.get("mercure")),
+        **throughput,
     }
 
 
@@ -91,7 +106,10 @@ def plot_fanout(results: dict[str, Any], path: Path) -> str:
             label=f"{server} {transport}",
         )  # fmt: skip
     for entry in results["ladder"]:
-        steps = [s for s in entry["steps"] if s["latency_ms"]["p99"] is not None]
+        steps = sorted(
+            (s for s in entry["steps"] if s["latency_ms"]["p99"] is not None),
+            key=lambda s: s["offered_events_per_s"],
+        )  # the bisection's steps come after the climb's
         ladder.plot(
             [s["offered_events_per_s"] for s in steps],
             [s["latency_ms"]["p99"] for s in steps],

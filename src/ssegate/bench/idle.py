@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench import validity
 from ssegate.bench.foundation import write_static_config
 from ssegate.bench.gateway import GatewayProcess
 from ssegate.bench.idle_clients import HoldingClients, HoldSpec
@@ -112,7 +113,14 @@ def _median_run(measured: list[dict[str, Any]]) -> dict[str, Any]:
     ordered = sorted(measured, key=lambda run: int(run["bytes_per_connection"]))
     chosen = dict(ordered[(len(ordered) - 1) // 2])
     chosen["bytes_per_connection_runs"] = [run["bytes_per_connection"] for run in measured]
-    kept = ("opened", "held_by_gateway", "open_seconds", "bytes_per_connection")
+    kept = (
+        "asked",
+        "opened",
+        "complete",
+        "held_by_gateway",
+        "open_seconds",
+        "bytes_per_connection",
+    )
     chosen["each_run"] = [{field: run[field] for field in kept} for run in measured]
     chosen["bytes_per_connection_median"] = round(
         statistics.median(run["bytes_per_connection"] for run in measured)
@@ -166,6 +174,7 @@ def _measure(
             "gateway_open_files_limit": _open_files_limit(gateway.pid),
             "client_processes": plan.client_processes,
             "client_cpu_s": round(sum(report["cpu_seconds"] for report in ready), 2),
+            **validity.client_load([report["cpu_seconds"] for report in ready], seconds),
             "source_addresses": f"{sources[0]}-{sources[-1].rsplit('.', 1)[1]}",
             "rss_base_mib": round(base / 2**20, 1),
             "rss_loaded_mib": round(loaded / 2**20, 1),

@@ -6,12 +6,14 @@ upstream connection (the Kafka cache reads the topic once for everyone). Every c
 own token (``authorization: Bearer``; ES256 by default, one key, distinct ``sub`` each) and only
 counts as opened on ``200`` with ``content-type: text/event-stream``.
 
-Two rounds over the same tokens: **cold** (no token seen yet: each connect verifies a
-signature) and, after every stream is closed, **warm** (every token is in the guard's cache of
-verified tokens). A round records connects/s, p50/p99 connect latency (TCP connect start to the
-status line) and the CPU of the gateway, the client and the machine. After the cold round the
-gateway's RSS growth divided by the streams held is the RSS per authorized stream.
-:func:`~ssegate.guards.cost.verification_cost` adds the in-process cost of one authenticate.
+Two rounds over the same tokens: **cold** (no token seen yet: each connect verifies a signature)
+and, after every stream is closed, **warm** (every token is in the guard's cache of verified
+tokens). A round records connects/s, p50/p99 connect latency (TCP connect start to the status
+line) and the CPU of the gateway, the client (with its share of a core, flagged
+``client_saturated`` past :data:`~ssegate.bench.validity.SATURATED_SHARE`: connects/s is then
+the client's) and the machine. After the cold round the gateway's RSS growth divided by the
+streams held is the RSS per authorized stream. :func:`~ssegate.guards.cost.verification_cost`
+adds the in-process cost of one authenticate.
 
 ``ssegate bench jwt --verify-only`` (:func:`run_verify`) measures that in-process cost alone,
 with no gateway or broker: ``count`` fresh tokens per algorithm (RS256, ES256, EdDSA), ``runs``
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench import validity
 from ssegate.bench.gateway import GatewayProcess, machine_busy_seconds
 from ssegate.bench.held_streams import HeldStreams, sse_request
 from ssegate.bench.kafka_rig import (
@@ -167,6 +170,7 @@ def _round(
         "gateway_cpu_s": round(gateway_cpu, 2),
         "gateway_cpu_us_per_connect": round(gateway_cpu / max(1, opened.opened) * 1e6, 1),
         "client_cpu_s": round(client_cpu, 2),
+        **validity.client_load([client_cpu], wall),
         "broker_cpu_s": round(broker_cpu, 2),
         "other_work_cpu_s": round(other, 2),
         "machine_busy_share": round(busy / max(1e-9, wall * cpus), 2),

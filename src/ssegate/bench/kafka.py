@@ -8,10 +8,12 @@ single-partition topic per client count plus an idle one, and starts the gateway
    divided by the streams is the cost of an idle subscribed connection.
 2. **Delivery**, per client count N: N streams subscribe to the case's topic, confluent-kafka
    produces ``rate`` messages/s for ``duration`` s (value ``{"t":<monotonic_ns>,"n":<seq>}``,
-   stamped at produce time), and after a drain the client reports what arrived: events/s
-   delivered, sequence gaps, latency from produce to receive (one machine-wide monotonic
-   clock), and the CPU and RSS of the server, the broker, the client and the rest of the
-   machine. Events per server CPU-second is the per-core throughput.
+   stamped at produce time), and after a drain the client reports what arrived: distinct
+   events/s delivered, events missing and duplicated (apart: :mod:`~ssegate.bench.validity`),
+   sequence gaps, latency from produce to receive (one machine-wide monotonic clock), and the
+   CPU and RSS of the server, the broker, the client and the rest of the machine, with the
+   client's CPU share and whether it was saturated. Events per server CPU-second is the
+   per-core throughput.
 3. **KafkaSSE** (:mod:`ssegate.bench.kafkasse`), for the client counts in ``kafkasse_clients``:
    the same clients subscribe to a topic made the same way (fresh, one partition, so neither
    server has history to replay) on KafkaSSE, and the same rate is produced.
@@ -39,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench import validity
 from ssegate.bench.gateway import GatewayProcess, ProcessSample, machine_busy_seconds
 from ssegate.bench.held_streams import STAMPED_JSON, HeldStreams, sse_request
 from ssegate.bench.kafka_rig import (
@@ -246,6 +249,9 @@ def _deliver(
     expected = produced.messages * opened.opened
     span = (delivery.last_ns - produced.started_ns) / 1e9 if delivery.last_ns else 0.0
     cpus = os.cpu_count() or 1
+    delivered = validity.delivery(
+        expected, delivery.received, delivery.duplicates, delivery.gaps, delivery.late, span
+    )
     return {
         "server": server,
         "clients": count,
@@ -253,15 +259,13 @@ def _deliver(
         "failed": opened.failed,
         "rate": rate,
         "produced": produced.messages,
-        "expected": expected,
-        "received": delivery.received,
-        "missing": expected - delivery.received,
-        "gaps": delivery.gaps,
-        "duplicates": delivery.duplicates,
+        **delivered,
         "closed_early": delivery.closed_early,
         "offered_events_per_s": round(expected / duration, 1),
-        "delivered_events_per_s": round(delivery.received / span, 1) if span > 0 else 0.0,
-        "events_per_server_cpu_s": round(delivery.received / server_cpu) if server_cpu else None,
+        "events_per_server_cpu_s": (
+            round(delivered["distinct"] / server_cpu) if server_cpu else None
+        ),
+        **validity.client_load([delivery.cpu_seconds], wall),
         "latency_ms": delivery.latency_ms,
         "latency_ms_lower_bound": delivery.latency_ms_lower_bound,
         "latency_ms_sampled": delivery.latency_ms_sampled,

@@ -14,9 +14,10 @@ streams and most streams want nothing from most batches. Per case:
    ``keys`` keys (``k0`` … ``k<keys-1>``; only the first ``streams`` have a stream), value
    ``{"t":<monotonic_ns>,"n":<that key's own sequence number>}``, partitioned by key;
 4. after a drain, per case: **owed** (messages produced for a key with a stream), received,
-   **duplicates** (a sequence number not above the stream's previous one), **lost**
+   **duplicates** (a sequence number the stream had already had), **lost**
    (owed - (received - duplicates)), gaps, latency from produce to receive, the gateway's CPU
-   as a share of one core over the produce-and-drain window, and the client processes' CPU.
+   as a share of one core over the produce-and-drain window, and the busiest client process's
+   CPU share (``client_saturated`` above :data:`~ssegate.bench.validity.SATURATED_SHARE`).
 
 A case is complete when nothing was lost or duplicated and no stream closed early. With
 ``baseline_src`` every case runs again, in the same run, on a gateway imported from another
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench import validity
 from ssegate.bench.gateway import GatewayProcess
 from ssegate.bench.held_streams import HeldStreams, sse_request
 from ssegate.bench.kafka_rig import BenchBroker, new_producer, write_kafka_gateway_config
@@ -194,6 +196,7 @@ def _case(
         "duplicates": duplicates,
         "lost": lost,
         "gaps": sum(d.gaps for d in deliveries),
+        "late": sum(d.late for d in deliveries),
         "closed_early": sum(d.closed_early for d in deliveries),
         "complete": lost == 0
         and duplicates == 0
@@ -203,7 +206,7 @@ def _case(
         "gateway_cpu_share": round(gateway_cpu / window, 3),
         "gateway_us_per_message": round(gateway_cpu * 1e6 / max(1, produced), 1),
         "gateway_rss_mib": round(after.rss_bytes / 2**20, 1),
-        "client_cpu_share": round(sum(d.cpu_seconds for d in deliveries) / window, 3),
+        **validity.client_load([d.cpu_seconds for d in deliveries], window),
         **rss.summary(),
     }
 
@@ -353,6 +356,7 @@ def summarize(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     [r["gateway_us_per_message"] for r in runs]
                 ),
                 "client_cpu_share_median": _median([r["client_cpu_share"] for r in runs]),
+                "client_saturated_runs": sum(1 for r in runs if r.get("client_saturated")),
             }
         )
     return rows

@@ -66,8 +66,11 @@ class LoadResult:
     closed_early: int = 0
     """Streams the server ended or reset before the stop (for example as too slow)."""
     received: int = 0
+    """Every event read, duplicates included."""
     gaps: int = 0
     duplicates: int = 0
+    late: int = 0
+    body_bytes: int = 0
     first_ns: int = 0
     last_ns: int = 0
     histogram: LatencyHistogram = field(default_factory=LatencyHistogram)
@@ -82,6 +85,8 @@ class LoadResult:
         self.received += report.get("received", 0)
         self.gaps += report.get("gaps", 0)
         self.duplicates += report.get("duplicates", 0)
+        self.late += report.get("late", 0)
+        self.body_bytes += report.get("body_bytes", 0)
         if report.get("first_ns"):
             first = report["first_ns"]
             self.first_ns = first if not self.first_ns else min(self.first_ns, first)
@@ -371,6 +376,8 @@ async def _serve_parent(spec: LoadSpec, pipe: multiprocessing.connection.Connect
             "received": counters.received,
             "gaps": counters.gaps,
             "duplicates": counters.duplicates,
+            "late": counters.late,
+            "body_bytes": counters.body_bytes,
             "first_ns": counters.first_ns,
             "last_ns": counters.last_ns,
             "histogram": counters.histogram.to_sparse(),

@@ -5,33 +5,31 @@ directory: ``tcp`` (a plain port for HTTP/1.1 and h2c, a TLS port for h2 and HTT
 ``http`` → ``sse`` server → ``sse`` client → ``http`` client → ``tcp`` client → the example
 upstream server. Every downstream stream is its own upstream connection, as in Zilla.
 
-``proxy``: for each protocol and client count, the load clients (:mod:`ssegate.bench.load`)
-open their streams, the publisher (:mod:`ssegate.bench.publisher`) writes a fixed rate for a
-fixed time, and after a short drain the clients report. A case records delivered events/s,
-id gaps, streams closed early, latency percentiles and a histogram, and the CPU seconds of the
-gateway, the upstream, the publisher and each client process over the case.
+``proxy``: for each protocol and client count, the load clients (:mod:`ssegate.bench.load`;
+for h2, h2load holds most streams: :mod:`ssegate.bench.case`) open their streams, the
+publisher (:mod:`ssegate.bench.publisher`) writes a fixed rate for a fixed time, and after a
+short drain the clients report. A case records delivered events/s, events missing and
+duplicated, id gaps, streams closed early, latency percentiles and a histogram, and the CPU
+seconds of the gateway, the upstream, the publisher and each client process over the case.
 ``proxy-idle``: N streams opened and left idle; gateway (and upstream) RSS per stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import resource
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ssegate.bench.case import run_case
 from ssegate.bench.foundation import PASSWORD
-from ssegate.bench.gateway import GatewayProcess, ProcessSample, machine_busy_seconds
+from ssegate.bench.gateway import GatewayProcess
 from ssegate.bench.latency import LatencyHistogram
 from ssegate.bench.load import LoadClients, LoadSpec
 from ssegate.bench.publisher import Published, UpstreamProcess, publish
 from ssegate.engine.runtime import free_port
-
-DRAIN_SECONDS = 1.5
 
 
 def write_proxy_config(workdir: Path, upstream_port: int) -> tuple[Path, int, int]:
@@ -101,11 +99,6 @@ bindings:
     return config, plain, tls
 
 
-def _self_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_proxy(
     clients: list[int],
     rates: list[float],
@@ -117,10 +110,12 @@ def run_proxy(
     client_processes: int = 1,
     h2_streams: int = 1,
     size: int = 0,
+    h2_client: str = "h2load",
 ) -> dict[str, Any]:
     """Every (protocol, client count) case against one gateway and one upstream.
 
     ``rates`` is one publish rate (events/s) for every client count, or one per count.
+    ``h2_client`` ``h2load`` gives h2load most of an h2 case's streams; ``python``: none.
     """
     if len(rates) not in (1, len(clients)):
         raise ValueError("give one rate, or one rate per client count")
@@ -133,6 +128,7 @@ def run_proxy(
         "client_processes": client_processes,
         "h2_streams_per_connection": h2_streams,
         "event_data_bytes": max(size, 19),
+        "h2_client": h2_client,
         "cases": [],
     }
     with tempfile.TemporaryDirectory() as tmp, UpstreamProcess() as upstream:
@@ -151,7 +147,7 @@ def run_proxy(
                     publisher = upstream_publisher(upstream.publish_port, rate, duration, size)
                     case = run_case(
                         spec, rate, duration, client_processes, gateway.sample, upstream.sample,
-                        publisher,
+                        publisher, use_h2load=h2_client == "h2load",
                     )  # fmt: skip
                     results["cases"].append(case)
                     time.sleep(0.5)
@@ -163,77 +159,6 @@ def upstream_publisher(
 ) -> Callable[[], Published]:
     """What a case calls to publish to the example upstream: ``rate`` lines/s for ``duration``."""
     return lambda: asyncio.run(publish(port, rate, duration, size=size))
-
-
-def _no_process() -> ProcessSample:
-    return ProcessSample(0, 0.0)
-
-
-def run_case(
-    spec: LoadSpec,
-    rate: float,
-    duration: float,
-    processes: int,
-    gateway: Callable[[], ProcessSample],
-    upstream: Callable[[], ProcessSample] | None,
-    publisher: Callable[[], Published],
-) -> dict[str, Any]:
-    """One case: the streams of ``spec`` open, ``publisher`` publishes, the clients report.
-
-    ``publisher`` publishes ``rate`` events/s for ``duration`` s from this process and returns
-    what it wrote; ``gateway`` and ``upstream`` sample the server processes (``upstream`` is
-    None for a server that takes the publications itself).
-    """
-    upstream = upstream or _no_process
-    with LoadClients(spec, processes) as load:
-        ready = load.wait_ready()
-        time.sleep(0.2)
-        gateway_before, upstream_before = gateway(), upstream()
-        self_before, wall_before = _self_cpu(), time.monotonic()
-        busy_before, load_average = machine_busy_seconds(), os.getloadavg()[0]
-        published = publisher()
-        time.sleep(DRAIN_SECONDS)
-        result = load.stop()
-        wall = time.monotonic() - wall_before
-        gateway_after, upstream_after = gateway(), upstream()
-        self_after, busy_after = _self_cpu(), machine_busy_seconds()
-    gateway_cpu = gateway_after.cpu_seconds - gateway_before.cpu_seconds
-    upstream_cpu = upstream_after.cpu_seconds - upstream_before.cpu_seconds
-    harness_cpu = self_after - self_before
-    other = busy_after - busy_before - gateway_cpu - upstream_cpu - harness_cpu
-    measured: dict[str, Any] = {
-        "wall": round(wall, 2),
-        "gateway": round(gateway_cpu, 2),
-        "upstream": round(upstream_cpu, 2),
-        "publisher_and_harness": round(harness_cpu, 2),
-        "clients": result.cpu_seconds,
-        "other_work_on_machine": round(max(0.0, other - sum(result.cpu_seconds)), 2),
-    }
-    expected = published.events * ready.opened
-    span = (result.last_ns - published.started_ns) / 1e9 if result.last_ns else 0.0
-    return {
-        "protocol": spec.protocol,
-        "clients": spec.clients,
-        "opened": ready.opened,
-        "failed": ready.failed,
-        "rate": rate,
-        "published": published.events,
-        "expected": expected,
-        "received": result.received,
-        "missing": expected - result.received,
-        "gaps": result.gaps,
-        "duplicates": result.duplicates,
-        "closed_early": result.closed_early,
-        "offered_events_per_s": round(expected / duration, 1),
-        "delivered_events_per_s": round(result.received / span, 1) if span > 0 else 0.0,
-        "latency_ms": result.histogram.summary(),
-        "histogram_us": result.histogram.to_sparse(),
-        "cpu_s": measured,
-        "load_average_1min_at_start": round(load_average, 2),
-        "gateway_rss_mib": round(gateway_after.rss_bytes / 2**20, 1),
-        "upstream_rss_mib": round(upstream_after.rss_bytes / 2**20, 1),
-        "errors": (ready.errors + result.errors)[:5],
-    }
 
 
 def run_proxy_idle(

@@ -1,18 +1,21 @@
 """``ssegate bench all``: every scenario in turn, each in its own process and time, one summary.
 
 The steps of a profile (:mod:`ssegate.bench.suite_steps`) run one after another, each as
-``python -m ssegate bench SCENARIO ... --out FILE`` in a session of its own, so a scenario
-that fails, hangs or leaks cannot take the others down. A step that outlives its timeout is
-interrupted (SIGINT to its process group, so its gateway and broker are stopped by their own
+``python -m ssegate bench SCENARIO ... --out FILE`` in a session of its own, so a scenario that
+fails, hangs or leaks cannot take the others down. A step that judges a target runs its scenario
+three times (``Step.runs``), as three processes, since a verdict takes the median of three runs;
+a run that does not end ``ok`` ends the step with its status. A step that outlives its timeout
+is interrupted (SIGINT to its process group, so its gateway and broker are stopped by their own
 cleanup), then killed, and recorded ``timed_out``. The whole run has a bound, printed up front;
 no step runs past it, and steps left when it is reached are recorded ``skipped``. A step whose
 scenario is not registered in this version is recorded ``not available``; options a scenario
 does not know are left out and listed.
 
-Then ``<out-dir>/all-<UTC>.json`` holds every step's status, seconds, result file and headline
-figures, and every target of the performance issue judged against them
-(:mod:`ssegate.bench.suite_report`); ``all-<UTC>.md`` is the same as tables. Step results and
-logs go to ``all-<UTC>/``; plots sit next to the summary.
+Then ``<out-dir>/all-<UTC>.json`` holds every step's status, seconds, result files and headline
+figures (the median over its runs), and every target of the performance issue judged against
+them (:mod:`ssegate.bench.suite_report`); ``all-<UTC>.md`` is the same as tables. Step results
+and logs go to ``all-<UTC>/`` (``<step>-<run>.json`` for a step of several runs); plots sit next
+to the summary.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ssegate.bench.suite_report import judge_targets, markdown
-from ssegate.bench.suite_steps import BOUNDS, PROFILES, Step
+from ssegate.bench.suite_steps import BOUNDS, PROFILES, Step, number
 
 INTERRUPT_GRACE_SECONDS = 20.0
 """After SIGINT, how long a timed-out step has to stop its children before it is killed."""
@@ -50,7 +54,8 @@ def add_all_parser(scenarios: Any) -> None:
         choices=sorted(PROFILES),
         metavar="{quick,full}",  # and tiny, the smallest sizes, for tests
         default="quick",
-        help="quick: small sizes, about 5 min; full: the documented sizes, at most 60 min",
+        help="quick: small sizes, about 15 min; full: the documented sizes, at most 4 h (every"
+        " step that judges a target runs three times: a verdict takes the median of three)",
     )
     everything.add_argument("--only", type=_names, default=None, help=argparse.SUPPRESS)
     everything.add_argument("--out-dir", type=Path, default=Path("bench-results"))
@@ -132,14 +137,19 @@ def run_suite(steps: tuple[Step, ...], profile: str, bound: float, out_dir: Path
         flush=True,
     )
     records: list[dict[str, Any]] = []
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
     for step in steps:
         left = bound - (time.monotonic() - started)
         plot = out_dir / f"all-{stamp}-{step.name}.png"
         record, result = _run_step(step, registered, step_dir, plot, left)
         for field in ("result_file", "log_file", "plot"):
             record[field] = _relative(record.get(field), out_dir)
-        if result is not None and record["status"] == "ok":
+        for run in record.get("runs", []):
+            for field in ("result_file", "log_file"):
+                run[field] = _relative(run.get(field), out_dir)
+        if "result_files" in record:
+            record["result_files"] = [_relative(f, out_dir) for f in record["result_files"]]
+        if result is not None:
             results[step.name] = result
         records.append(record)
         print(f"  {step.name}: {record['status']} ({record.get('seconds', 0):.0f} s)", flush=True)
@@ -180,8 +190,9 @@ def _run_step(
     step_dir: Path,
     plot: Path,
     left: float,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run one step; its summary record, and its result when it wrote one."""
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """Run one step ``step.runs`` times; its summary record, and its results when every run
+    wrote one. A run that does not end ``ok`` ends the step with its status."""
     record: dict[str, Any] = {"name": step.name, "scenario": step.scenario, "seconds": 0.0}
     parser = registered.get(step.scenario)
     if parser is None:
@@ -193,12 +204,70 @@ def _run_step(
         args, dropped = step_argv(step, parser, plot if step.plot else None)
     except ValueError as exc:
         return record | {"status": "failed", "reason": str(exc)}, None
-    timeout = min(step.timeout, left)
-    out, log = step_dir / f"{step.name}.json", step_dir / f"{step.name}.log"
+    record |= {"dropped_options": dropped, "runs_asked": step.runs}
+    runs: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    started = time.monotonic()
+    for index in range(1, step.runs + 1):
+        remaining = left - (time.monotonic() - started)
+        if remaining < MIN_STEP_SECONDS:
+            why = f"the run's time bound was reached after {index - 1} of {step.runs} runs"
+            runs.append({"status": "skipped", "reason": why})
+            break
+        name = step.name if step.runs == 1 else f"{step.name}-{index}"
+        run, result = _run_once(step, name, args, step_dir, min(step.timeout, remaining))
+        runs.append(run)
+        if result is not None:
+            results.append(result)
+        if run["status"] != "ok":
+            break
+    record["seconds"] = round(time.monotonic() - started, 1)
+    last = runs[-1]
+    record |= {k: v for k, v in last.items() if k not in ("seconds", "result_file", "headlines")}
+    record["status"] = last["status"]
+    files = [run["result_file"] for run in runs if run.get("result_file")]
+    if files:
+        record["result_file"] = files[0]
+    if step.runs > 1:
+        record["runs"] = [_brief(run) for run in runs]
+        record["result_files"] = files
+    figures = []
+    for result in results:
+        try:
+            figures.append(step.headlines(result))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            record["headlines_error"] = f"{type(exc).__name__}: {exc}"
+    record["headlines"] = _median_figures(figures)
+    if plot.exists() and step.plot:
+        record["plot"] = str(plot)
+    return record, results if record["status"] == "ok" else None
+
+
+def _brief(run: dict[str, Any]) -> dict[str, Any]:
+    kept = ("status", "seconds", "exit_code", "result_file", "log_file", "reason")
+    return {key: run[key] for key in kept if key in run}
+
+
+def _median_figures(each: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every run's headline figures as one: the median of each over the runs that have it."""
+    names = list(dict.fromkeys(name for figures in each for name in figures))
+    merged: dict[str, Any] = {}
+    for name in names:
+        values = [number(figures.get(name)) for figures in each]
+        present = [v for v in values if v is not None]
+        merged[name] = statistics.median(present) if present else None
+    return merged
+
+
+def _run_once(
+    step: Step, name: str, args: list[str], step_dir: Path, timeout: float
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One run of a step's scenario in its own process group, bounded by ``timeout``."""
+    out, log = step_dir / f"{name}.json", step_dir / f"{name}.log"
     argv = [sys.executable, "-m", "ssegate", "bench", step.scenario, *args, "--out", str(out)]
-    record |= {"argv": argv[2:], "dropped_options": dropped, "timeout_s": round(timeout, 1)}
-    record |= {"log_file": str(log)}
-    print(f"  {step.name}: {' '.join(argv[3:])} (at most {timeout:.0f} s)", flush=True)
+    record: dict[str, Any] = {"argv": argv[2:], "timeout_s": round(timeout, 1)}
+    record["log_file"] = str(log)
+    print(f"  {name}: {' '.join(argv[3:])} (at most {timeout:.0f} s)", flush=True)
     started = time.monotonic()
     with log.open("w") as sink:
         child = subprocess.Popen(
@@ -230,15 +299,8 @@ def _run_step(
             record["reason"] = f"unreadable result: {exc}"
         else:
             record["result_file"] = str(out)
-            try:
-                record["headlines"] = step.headlines(result)
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
-                record["headlines"] = {}
-                record["headlines_error"] = f"{type(exc).__name__}: {exc}"
     if record["status"] != "ok":
         record.setdefault("reason", _tail(log))
-    if plot.exists() and step.plot:
-        record["plot"] = str(plot)
     return record, result
 
 

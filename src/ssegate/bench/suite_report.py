@@ -1,44 +1,44 @@
 """The targets of ssegate's performance issue, judged against one ``bench all`` run, and its report.
 
-Each :class:`Target` names the step whose result answers it and a judge that reads that
-result and returns a :class:`Verdict`: what was measured, and ``met``, ``missed`` or
-``not measured``. A figure measured at another size than the target's (a quick profile's
-2,000 connections against a 100,000 target) is ``not measured``, with the size in the note;
-a per-connection cost is judged at whatever size was run, with the size beside it.
+Each :class:`Target` names the step whose results answer it and a judge that reads every run's
+result and returns a :class:`~ssegate.bench.verdict.Verdict`: what was measured, and ``met``,
+``missed`` or ``not measured``. Every judge goes through :func:`~ssegate.bench.verdict.decide`:
+a run that lost or duplicated an event (or failed to open a stream) fails the target, a run
+whose load client was saturated voids it, and the figure judged is the median of at least
+three runs (a step's own runs, or the repeats a scenario makes inside one run: ``idle --runs``,
+``keyed --repeat``). A figure measured at another size than the target's (a quick profile's
+2,000 connections against a 100,000 target) is ``not measured``, with the size in the note; a
+per-connection cost is judged at whatever size was run, with the size beside it.
 
 :func:`markdown` writes the summary as tables: targets, steps, headline figures.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ssegate.bench.suite_steps import dig, number
+from ssegate.bench.validity import MET, MISSED, NOT_MEASURED, losses, median
+from ssegate.bench.verdict import Run, Verdict, decide
 
-MET = "met"
-MISSED = "missed"
-NOT_MEASURED = "not measured"
 MIN_CONNECTIONS_FOR_COST = 10_000
 """Below this, fixed allocations (allocator arenas, the TLS session cache) weigh on the cost of
 one connection: 2,000 idle TLS connections measured 33-35 KiB each, 10,000 and more 28-29 KiB."""
 TIMES = "\u00d7"
 """The multiplication sign of ratios (written as an escape: it looks like an x)."""
 
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    measured: str
-    status: str
-    note: str = ""
+Results = list[dict[str, Any]]
+"""A step's results, one per run."""
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
     text: str
     step: str
-    judge: Callable[[dict[str, Any]], Verdict]
+    judge: Callable[[Results], Verdict]
 
 
 def _count(value: float | None) -> str:
@@ -49,39 +49,84 @@ def _kib(value: float) -> str:
     return f"{value / 1024:.1f} KiB ({value:,.0f} B)"
 
 
-def _status(ok: bool) -> str:
-    return MET if ok else MISSED
+def _void(case: dict[str, Any]) -> str:
+    """Why a case cannot judge: its load client was saturated."""
+    if case.get("client_saturated"):
+        share = number(case.get("client_cpu_share")) or 0.0
+        return f"load client saturated ({share:.0%} of a core)"
+    return ""
 
 
-def _idle_held(result: dict[str, Any]) -> Verdict:
-    side = result.get("plain") or {}
-    asked, held = number(side.get("asked")), number(side.get("held_by_gateway"))
-    processes = number(side.get("gateway_processes")) or 1
-    if held is None or asked is None:
+def _run_of(case: dict[str, Any], figures: dict[str, float]) -> Run:
+    return Run(figures, tuple(losses(case)), _void(case))
+
+
+IdleRun = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+"""(the step's result, its phase, one run of that phase)."""
+
+
+def _idle_runs(results: Results, label: str) -> list[IdleRun]:
+    """Every run of the ``label`` phase over the step's results."""
+    found = []
+    for result in results:
+        side = result.get(label) or {}
+        for each in side.get("each_run") or ([side] if side else []):
+            found.append((result, side, each))
+    return found
+
+
+def _not_opened(side: dict[str, Any], each: dict[str, Any]) -> tuple[str, ...]:
+    asked = number(each.get("asked", side.get("asked")))
+    opened = number(each.get("opened"))
+    if each.get("complete", True) or asked is None or opened is None:
+        return ()
+    return (f"{asked - opened:,.0f} of {asked:,.0f} connections not opened",)
+
+
+def _idle_held(results: Results) -> Verdict:
+    runs = []
+    for result, side, each in _idle_runs(results, "plain"):
+        asked = number(each.get("asked", side.get("asked")))
+        held = number(each.get("held_by_gateway"))
+        processes = number(side.get("gateway_processes")) or 1
+        if held is None or asked is None:
+            continue
+        shown = f"{_count(held)} held by {processes:.0f} process(es)"
+        if asked < 100_000:
+            runs.append(Run(note=f"this run asked for {asked:,.0f}", shown=shown))
+        elif processes > 1:
+            notes = "; ".join(dig(result, "plan", "plain", "notes") or [])
+            runs.append(Run(note=notes or "held by several processes", shown=shown))
+        else:
+            runs.append(Run({"held": held}, _not_opened(side, each)))
+    if not runs:
         return Verdict("—", NOT_MEASURED, "no plain phase in the result")
-    measured = f"{_count(held)} held by {processes:.0f} process(es)"
-    if asked < 100_000:
-        return Verdict(measured, NOT_MEASURED, f"this run asked for {asked:,.0f}")
-    if held < 100_000:
-        return Verdict(measured, MISSED, f"{asked:,.0f} asked")
-    if processes > 1:
-        notes = dig(result, "plan", "plain", "notes") or []
-        return Verdict(measured, NOT_MEASURED, "; ".join(notes) or "held by several processes")
-    return Verdict(measured, MET)
+    return decide(runs, lambda m: (f"{_count(m['held'])} held by 1 process", m["held"] >= 100_000))
 
 
-def _idle_cost(label: str, limit: int) -> Callable[[dict[str, Any]], Verdict]:
-    def judge(result: dict[str, Any]) -> Verdict:
-        cost = number(dig(result, label, "bytes_per_connection"))
-        held = number(dig(result, label, "held_by_gateway"))
-        if cost is None:
+def _idle_cost(label: str, limit: int) -> Callable[[Results], Verdict]:
+    def judge(results: Results) -> Verdict:
+        runs = []
+        for _, side, each in _idle_runs(results, label):
+            cost = number(each.get("bytes_per_connection"))
+            held = number(each.get("held_by_gateway"))
+            if cost is None:
+                continue
+            if held is None or held < MIN_CONNECTIONS_FOR_COST:
+                why = f"at {_count(held)} connections: fewer than {MIN_CONNECTIONS_FOR_COST:,}"
+                runs.append(Run(note=why + " do not measure a cost each", shown=_kib(cost)))
+                continue
+            short = _not_opened(side, each)
+            void = f"{short[0]}: the cost is of fewer" if short else ""
+            runs.append(Run({"cost": cost, "held": held}, void=void))
+        if not runs:
             return Verdict("—", NOT_MEASURED, f"no {label} phase in the result")
-        runs = dig(result, label, "bytes_per_connection_runs") or [cost]
-        note = f"at {_count(held)} connections; median of {len(runs)} run(s)"
-        if held is None or held < MIN_CONNECTIONS_FOR_COST:
-            why = f"{note}: fewer than {MIN_CONNECTIONS_FOR_COST:,} do not measure a cost each"
-            return Verdict(_kib(cost), NOT_MEASURED, why)
-        return Verdict(_kib(cost), _status(cost <= limit), note)
+        verdict = decide(runs, lambda m: (_kib(m["cost"]), m["cost"] <= limit))
+        sizes = [run.figures["held"] for run in runs if run.figures]
+        if not sizes:
+            return verdict
+        note = f"at {_count(min(sizes))} connections or more; {verdict.note}"
+        return Verdict(verdict.measured, verdict.status, note)
 
     return judge
 
@@ -94,104 +139,188 @@ def _cases(result: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _million_per_s(result: dict[str, Any]) -> Verdict:
+def _million_case(result: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The case of a run offering 1M ev/s to 1,000 subscribers (the most offered if several),
+    or why there is none."""
     cases = [c for c in _cases(result, server="ssegate") if (c.get("clients") or 0) >= 1000]
     if not cases:
-        return Verdict("—", NOT_MEASURED, "no case with 1,000 subscribers")
-    best = max(cases, key=lambda c: number(c.get("delivered_events_per_s")) or 0)
-    delivered = number(best.get("delivered_events_per_s")) or 0
-    offered = number(best.get("offered_events_per_s")) or 0
-    note = f"{best.get('clients'):,} subscribers, {offered:,.0f} ev/s offered"
-    if offered < 1_000_000:
-        return Verdict(f"{delivered:,.0f} ev/s", NOT_MEASURED, note + ": less than 1M offered")
-    return Verdict(f"{delivered:,.0f} ev/s", _status(delivered >= 1_000_000), note)
-
-
-def _million_p99(result: dict[str, Any]) -> Verdict:
-    cases = [c for c in _cases(result, server="ssegate") if (c.get("clients") or 0) >= 1000]
+        return None, "no case with 1,000 subscribers"
     loaded = [c for c in cases if (number(c.get("offered_events_per_s")) or 0) >= 1_000_000]
     if not loaded:
-        return Verdict("—", NOT_MEASURED, "no case offering 1M ev/s to 1,000 subscribers")
-    case = loaded[0]
-    p99 = number(dig(case, "latency_ms", "p99"))
-    if p99 is None:
-        return Verdict("—", NOT_MEASURED, "no latency in the result")
-    delivered = number(case.get("delivered_events_per_s")) or 0
-    note = f"at {delivered:,.0f} ev/s delivered; judged on the upper bound"
-    sampled = number(dig(case, "latency_ms_sampled", "p99"))
-    if sampled is not None:
-        note += f" (sampled estimate {sampled:,.1f} ms)"
-    return Verdict(f"{p99:,.1f} ms", _status(p99 <= 50), note)
+        most = max(number(c.get("offered_events_per_s")) or 0 for c in cases)
+        return None, f"{most:,.0f} ev/s offered at most: less than 1M"
+    return max(loaded, key=lambda c: number(c.get("offered_events_per_s")) or 0), ""
 
 
-def _light_p99(**match: Any) -> Callable[[dict[str, Any]], Verdict]:
-    def judge(result: dict[str, Any]) -> Verdict:
-        cases = _cases(result, clients=100, rate=100, **match)
-        if not cases:
-            return Verdict("—", NOT_MEASURED, "no case of 100 clients at 100 events/s")
-        p99 = number(dig(cases[0], "latency_ms", "p99"))
-        if p99 is None:
-            return Verdict("—", NOT_MEASURED, "no latency in the result")
-        delivered = number(cases[0].get("delivered_events_per_s")) or 0
-        return Verdict(f"{p99:,.1f} ms", _status(p99 <= 20), f"{delivered:,.0f} ev/s delivered")
+def _million_per_s(results: Results) -> Verdict:
+    runs = []
+    for result in results:
+        case, why = _million_case(result)
+        if case is None:
+            runs.append(Run(note=why))
+            continue
+        runs.append(_run_of(case, {"delivered": number(case.get("delivered_events_per_s")) or 0}))
+    return decide(
+        runs, lambda m: (f"{m['delivered']:,.0f} ev/s", m["delivered"] >= 1_000_000),
+        "distinct events delivered to 1,000 subscribers",
+    )  # fmt: skip
+
+
+def _million_p99(results: Results) -> Verdict:
+    runs = []
+    for result in results:
+        case, why = _million_case(result)
+        p99 = number(dig(case, "latency_ms", "p99")) if case else None
+        if case is None or p99 is None:
+            runs.append(Run(note=why or "no latency in the result"))
+            continue
+        figures = {"p99": p99}
+        sampled = number(dig(case, "latency_ms_sampled", "p99"))
+        if sampled is not None:
+            figures["sampled"] = sampled
+        runs.append(_run_of(case, figures))
+
+    def judge(medians: dict[str, float]) -> tuple[str, bool]:
+        return f"{medians['p99']:,.1f} ms", medians["p99"] <= 50
+
+    verdict = decide(runs, judge, "judged on the upper bound")
+    estimate = median(run.figures["sampled"] for run in runs if "sampled" in run.figures)
+    if estimate is None:
+        return verdict
+    note = f"{verdict.note} (sampled estimate {estimate:,.1f} ms)"
+    return Verdict(verdict.measured, verdict.status, note)
+
+
+def _light_p99(**match: Any) -> Callable[[Results], Verdict]:
+    def judge(results: Results) -> Verdict:
+        runs = []
+        for result in results:
+            cases = _cases(result, clients=100, rate=100, **match)
+            p99 = number(dig(cases[0], "latency_ms", "p99")) if cases else None
+            if p99 is None:
+                why = "no latency in the result" if cases else "no case of 100 clients at 100 ev/s"
+                runs.append(Run(note=why))
+                continue
+            delivered = number(cases[0].get("delivered_events_per_s")) or 0
+            runs.append(_run_of(cases[0], {"p99": p99, "delivered": delivered}))
+        return decide(
+            runs,
+            lambda m: (f"{m['p99']:,.1f} ms at {m['delivered']:,.0f} ev/s", m["p99"] <= 20),
+        )
 
     return judge
 
 
-def _over_mercure(name: str, better_above: bool) -> Callable[[dict[str, Any]], Verdict]:
-    def judge(result: dict[str, Any]) -> Verdict:
-        ratio = number(dig(result, "ratios", name))
+def _no_mercure(result: dict[str, Any], otherwise: str) -> str:
+    """Why a fan-out result has no ratio: Mercure's failed build, or ``otherwise``."""
+    reason = dig(result, "mercure", "build")
+    return f"Mercure: {reason}" if isinstance(reason, str) and reason != "ok" else otherwise
+
+
+def _over_mercure_throughput(results: Results) -> Verdict:
+    """ssegate's ladder against Mercure's (:func:`ssegate.bench.ladder.compare`), per run."""
+    runs = []
+    for result in results:
+        ratios = result.get("ratios") or {}
+        ratio = ratios.get("throughput_at_p99_target")
+        status = ratios.get("throughput_at_p99_target_status")
+        note = ratios.get("throughput_at_p99_target_note") or ""
+        if status is None and ratio is None:
+            runs.append(Run(note=_no_mercure(result, "no ladder ratio")))
+        elif status == NOT_MEASURED:
+            runs.append(Run(note=note))
+        else:
+            runs.append(Run({"ratio": math.inf if ratio is None else float(ratio)}, note=note))
+
+    def judge(medians: dict[str, float]) -> tuple[str, bool]:
+        ratio = medians["ratio"]
+        shown = "Mercure passed no rate" if math.isinf(ratio) else f"{ratio:.2f}{TIMES}"
+        return shown, ratio >= 1.0
+
+    return decide(runs, judge, "ssegate / Mercure, ladders resolved to 10 %")
+
+
+def _over_mercure_memory(results: Results) -> Verdict:
+    runs = []
+    for result in results:
+        ratio = number(dig(result, "ratios", "memory_per_idle_connection"))
         if ratio is None:
-            reason = dig(result, "mercure", "build")
-            why = f"Mercure: {reason}" if isinstance(reason, str) else f"no ratios.{name}"
-            return Verdict("—", NOT_MEASURED, why)
-        ok = ratio >= 1.0 if better_above else ratio <= 1.0
-        return Verdict(f"{ratio:.2f}{TIMES}", _status(ok), "ssegate / Mercure")
+            runs.append(Run(note=_no_mercure(result, "no ratios.memory_per_idle_connection")))
+            continue
+        short = [
+            f"{entry.get('server')}: {entry.get('failed')} idle connection(s) not opened"
+            for entry in result.get("idle", [])
+            if entry.get("failed")
+        ]
+        runs.append(Run({"ratio": ratio}, void="; ".join(short)))
+    return decide(
+        runs, lambda m: (f"{m['ratio']:.2f}{TIMES}", m["ratio"] <= 1.0), "ssegate / Mercure"
+    )
 
-    return judge
 
-
-def _over_kafkasse(result: dict[str, Any]) -> Verdict:
-    ratios = dig(result, "kafkasse", "ratio_ssegate_over_kafkasse") or []
-    at_1000 = [r for r in ratios if r.get("clients") == 1000]
-    if at_1000:
-        ratio = number(at_1000[0].get("delivered_events_per_s"))
-        if ratio is not None:
-            return Verdict(f"{ratio:.1f}{TIMES}", _status(ratio >= 10), "delivered events/s")
-    measured = [r for r in ratios if number(r.get("delivered_events_per_s")) is not None]
-    if not measured:
-        return Verdict("—", NOT_MEASURED, "KafkaSSE not run")
-    largest = max(measured, key=lambda r: r.get("clients") or 0)
-    ratio = largest["delivered_events_per_s"]
-    shown = f"{ratio:.1f}{TIMES} at {largest.get('clients'):,} clients"
-    return Verdict(shown, NOT_MEASURED, "KafkaSSE was not run at 1,000 clients")
+def _over_kafkasse(results: Results) -> Verdict:
+    runs = []
+    for result in results:
+        ratios = dig(result, "kafkasse", "ratio_ssegate_over_kafkasse") or []
+        measured = [r for r in ratios if number(r.get("delivered_events_per_s")) is not None]
+        at_1000 = [r for r in measured if r.get("clients") == 1000]
+        if not at_1000:
+            if not measured:
+                runs.append(Run(note="KafkaSSE not run"))
+                continue
+            largest = max(measured, key=lambda r: r.get("clients") or 0)
+            ratio, clients = largest["delivered_events_per_s"], largest.get("clients") or 0
+            shown = f"{ratio:.1f}{TIMES} at {clients:,} clients"
+            runs.append(Run(note="KafkaSSE was not run at 1,000 clients", shown=shown))
+            continue
+        ours = _cases(result, server="ssegate", clients=1000)
+        theirs = _cases(result, server="kafkasse", clients=1000)
+        void = "; ".join(
+            f"{name}: {_void(cases[0])}"
+            for name, cases in (("ssegate", ours), ("KafkaSSE", theirs))
+            if cases and _void(cases[0])
+        )
+        lost = tuple(losses(ours[0])) if ours else ()
+        runs.append(Run({"ratio": number(at_1000[0]["delivered_events_per_s"]) or 0.0}, lost, void))
+    return decide(
+        runs, lambda m: (f"{m['ratio']:.1f}{TIMES}", m["ratio"] >= 10), "delivered events/s"
+    )
 
 
 KEYED_STREAMS = 19_000
 """20,000 in the target; one process may hold 20,000 open files here, its own included."""
 
 
-def _keyed(result: dict[str, Any]) -> Verdict:
-    """20,000 key-filtered streams at 1,000 msg/s: complete, p99 ≤ 100 ms, CPU ≤ 50 %."""
-    rows = [
-        row
-        for row in result.get("summary", [])
-        if row.get("gateway") == "ssegate" and (row.get("streams") or 0) >= KEYED_STREAMS
-    ]
-    if not rows:
-        return Verdict("—", NOT_MEASURED, f"no case with {KEYED_STREAMS:,} streams")
-    row = max(rows, key=lambda r: r["streams"])
-    rate = number(result.get("rate")) or 0
-    p99 = number(row.get("p99_ms_median"))
-    cpu = number(row.get("gateway_cpu_share_median"))
-    note = (
-        f"{row['streams']:,} streams, {rate:,.0f} msg/s, median of {row.get('runs')} run(s);"
-        f" lost {row.get('lost')}, duplicated {row.get('duplicates')}"
-    )
-    if rate < 1000 or p99 is None or cpu is None:
-        return Verdict("—", NOT_MEASURED, note + ": below 1,000 msg/s or no figures")
-    ok = bool(row.get("all_complete")) and p99 <= 100 and cpu <= 0.5
-    return Verdict(f"p99 {p99:,.0f} ms, CPU {cpu:.0%} of a core", _status(ok), note)
+def _keyed(results: Results) -> Verdict:
+    """20,000 key-filtered streams at 1,000 msg/s: complete, p99 ≤ 100 ms, CPU ≤ 50 %.
+
+    Every repeat of the largest case is a run.
+    """
+    runs = []
+    for result in results:
+        cases = [
+            case for case in result.get("cases", [])
+            if case.get("gateway") == "ssegate" and (case.get("streams") or 0) >= KEYED_STREAMS
+        ]  # fmt: skip
+        if not cases:
+            runs.append(Run(note=f"no case with {KEYED_STREAMS:,} streams"))
+            continue
+        largest = max(case["streams"] for case in cases)
+        rate = number(result.get("rate")) or 0
+        for case in (c for c in cases if c["streams"] == largest):
+            p99 = number(dig(case, "latency_ms", "p99"))
+            cpu = number(case.get("gateway_cpu_share"))
+            if rate < 1000 or p99 is None or cpu is None:
+                runs.append(Run(note=f"{rate:,.0f} msg/s: below 1,000 msg/s or no figures"))
+                continue
+            counted = case | {"missing": case.get("lost", 0)}
+            runs.append(_run_of(counted, {"p99": p99, "cpu": cpu, "streams": case["streams"]}))
+
+    def judge(medians: dict[str, float]) -> tuple[str, bool]:
+        shown = f"p99 {medians['p99']:,.0f} ms, CPU {medians['cpu']:.0%} of a core"
+        return shown, medians["p99"] <= 100 and medians["cpu"] <= 0.5
+
+    return decide(runs, judge, "every run complete")
 
 
 LIGHT = "p99 ≤ 20 ms at light load (100 clients, 100 events/s)"
@@ -206,16 +335,8 @@ TARGETS: tuple[Target, ...] = (
     Target("p99 ≤ 50 ms at that load", "kafka-throughput", _million_p99),
     Target(f"{LIGHT}, Kafka → SSE", "kafka", _light_p99(server="ssegate")),
     Target(f"{LIGHT}, SSE proxy over HTTP/1.1", "proxy", _light_p99(protocol="h1")),
-    Target(
-        f"≥ 1.0{TIMES} Mercure's throughput at equal p99",
-        "fanout",
-        _over_mercure("throughput_at_p99_target", better_above=True),
-    ),
-    Target(
-        f"≤ 1.0{TIMES} Mercure's memory per connection",
-        "fanout",
-        _over_mercure("memory_per_idle_connection", better_above=False),
-    ),
+    Target(f"≥ 1.0{TIMES} Mercure's throughput at equal p99", "fanout", _over_mercure_throughput),
+    Target(f"≤ 1.0{TIMES} Mercure's memory per connection", "fanout", _over_mercure_memory),
     Target(f"≥ 10{TIMES} KafkaSSE's delivered events/s at 1,000 clients", "kafka", _over_kafkasse),
     Target(
         "20,000 key-filtered streams at 1,000 msg/s: none lost, p99 ≤ 100 ms, CPU ≤ 50 %",
@@ -225,10 +346,8 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
-def judge_targets(
-    results: dict[str, dict[str, Any]], steps: dict[str, str]
-) -> list[dict[str, Any]]:
-    """Every target against the results of the steps that ran (step name → result JSON).
+def judge_targets(results: dict[str, Results], steps: dict[str, str]) -> list[dict[str, Any]]:
+    """Every target against the results of the steps that ran (step name → each run's result).
 
     ``steps`` gives each step's status; a target whose step did not end ``ok`` is
     ``not measured`` with that status as the reason. The Kafka targets read the ``kafka``
@@ -240,7 +359,7 @@ def judge_targets(
         if step not in steps and step == "kafka-throughput":
             step = "kafka"
         result = results.get(step)
-        if result is None:
+        if not result:
             status = steps.get(step, "not in this profile")
             verdict = Verdict("—", NOT_MEASURED, f"step {step}: {status}")
         else:
