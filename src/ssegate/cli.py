@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
+        level=logging.getLevelNamesMapping()[args.log_level.upper()],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -142,7 +142,7 @@ def _validate(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     for name in config.bindings:
         try:
-            runtime.exit(name)
+            runtime.build_binding(name)
         except NotSupportedYet as exc:
             if str(exc) not in warnings:
                 warnings.append(str(exc))

@@ -287,7 +287,7 @@ bindings:
     options: {host: 127.0.0.1, port: 8001}
 """
     )
-    handler = Runtime(config).exit("api_document")
+    handler = Runtime(config).build_binding("api_document")
     document = yaml.safe_load(handler.body)
     assert [c["address"] for c in document["channels"].values()] == ["/events"]
     assert load_document(handler.body.decode())["servers"]["http_7114"]["host"] == "127.0.0.1:7114"

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from ssegate.config.errors import ConfigError
 from ssegate.engine.templates import MissingTemplateValue, Template
+from ssegate.guards import CredentialsRejected, Identity
 
 PATH = "bindings.north_sse_kafka_mapping.routes[0].with.topic"
-
-
-@dataclass
-class Identity:
-    identity: str
-    attributes: dict[str, object] = field(default_factory=dict)
 
 
 def test_params_are_substituted_and_literal_text_is_kept() -> None:
@@ -35,14 +28,15 @@ def test_guarded_identity_and_attributes_are_substituted() -> None:
     template = Template.compile(
         "${guarded['authn_jwt'].identity}/${guarded[\"authn_jwt\"].attributes.tenant}", PATH
     )
-    user = Identity("alice", {"tenant": "acme"})
+    user = Identity("alice", attributes={"tenant": "acme"})
     assert template.render({}, {"authn_jwt": user}) == "alice/acme"
     assert template.guard_names == {"authn_jwt"}
 
 
-def test_an_identity_given_as_a_mapping_works_too() -> None:
-    template = Template.compile("${guarded['g'].attributes.level}", PATH)
-    assert template.render({}, {"g": {"identity": "bob", "attributes": {"level": 3}}}) == "3"
+def test_credentials_the_guard_rejected_give_no_identity_to_render() -> None:
+    template = Template.compile("${guarded['g'].identity}", PATH)
+    with pytest.raises(MissingTemplateValue, match="guard 'g' has no identity"):
+        template.render({}, {"g": CredentialsRejected("token has expired")})
 
 
 @pytest.mark.parametrize(

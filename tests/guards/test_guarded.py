@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
+from tests.support.guards import TableGuard
 
 from ssegate.config.errors import ConfigError
 from ssegate.engine.exchange import Request
+from ssegate.guards import Identity
 from ssegate.guards.guarded import Guarded
+
+GUARDS = {"g": TableGuard("g")}
 
 
 def request(target: str = "/events", method: str = "GET", roles: str = "") -> Request:
     asked = Request(method, "https", "localhost", target, {})
-    asked.identities["g"] = SimpleNamespace(roles=frozenset(roles.split()))
+    asked.identities["g"] = Identity("alice", frozenset(roles.split()))
     return asked
 
 
 def test_literal_roles_are_the_same_for_every_request() -> None:
     guarded = Guarded.compile({"g": ["read", "write"]}, "routes[0].guarded")
     assert guarded.required(request()) == {"g": frozenset({"read", "write"})}
-    assert guarded.check(request(roles="read write admin")) is None
+    assert guarded.check(request(roles="read write admin"), GUARDS) is None
 
 
 def test_method_and_path_are_read_from_the_request_without_its_query() -> None:
@@ -28,9 +30,10 @@ def test_method_and_path_are_read_from_the_request_without_its_query() -> None:
     asked = request("/events/acme?lastEventId=7&access_token=t")
     assert guarded.required(asked) == {"g": frozenset({"GET/events/acme", "tenant:/events/acme"})}
     assert (
-        guarded.check(request("/events/acme", roles="GET/events/acme tenant:/events/acme")) is None
+        guarded.check(request("/events/acme", roles="GET/events/acme tenant:/events/acme"), GUARDS)
+        is None
     )
-    refused = guarded.check(request("/events/acme", roles="GET/events/other"))
+    refused = guarded.check(request("/events/acme", roles="GET/events/other"), GUARDS)
     assert refused is not None and refused.status == 403
     assert refused.reason == "token lacks roles GET/events/acme tenant:/events/acme"
 
@@ -61,4 +64,4 @@ def test_an_unknown_or_broken_expression_is_a_config_error_naming_the_role(
 def test_an_empty_guarded_admits_everything_and_names_no_guard() -> None:
     guarded = Guarded.compile(None, "r.guarded")
     assert not guarded and list(guarded) == []
-    assert guarded.check(Request("GET", "http", "h", "/", {})) is None
+    assert guarded.check(Request("GET", "http", "h", "/", {}), {}) is None

@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.guards import TableGuard
 
 from ssegate.engine.exchange import Request
 from ssegate.guards import CredentialsRejected, Refusal, check_guarded
 from ssegate.guards.credentials import CredentialsLookup
+
+GUARDS = {name: TableGuard(name) for name in ("authn_jwt", "g")}
 
 
 def lookup(**credentials: Any) -> CredentialsLookup:
@@ -48,8 +51,8 @@ def test_the_hint_shows_each_configured_place_with_its_pattern(
 
 
 def test_a_401_names_the_guard_and_where_to_send_a_token() -> None:
-    refusal = check_guarded({}, {"authn_jwt": ["read"]})
-    assert refusal == Refusal(401, "authn_jwt", "no credentials")
+    refusal = check_guarded({}, {"authn_jwt": ["read"]}, GUARDS)
+    assert refusal == Refusal(401, "authn_jwt", "no credentials", scheme="Bearer")
     hints = {"authn_jwt": lookup(headers=BEARER, query=QUERY).hint()}
     assert refusal.body(request(hints)) == (
         "no credentials for guard 'authn_jwt': send"
@@ -60,7 +63,7 @@ def test_a_401_names_the_guard_and_where_to_send_a_token() -> None:
 def test_a_403_names_the_guard_the_reason_and_where_to_send_a_better_token() -> None:
     hints = {"authn_jwt": lookup(query=QUERY).hint()}
     expired = check_guarded(
-        {"authn_jwt": CredentialsRejected("token has expired")}, {"authn_jwt": []}
+        {"authn_jwt": CredentialsRejected("token has expired")}, {"authn_jwt": []}, GUARDS
     )
     assert expired is not None and expired.status == 403
     assert expired.body(request(hints)) == (
@@ -70,12 +73,12 @@ def test_a_403_names_the_guard_the_reason_and_where_to_send_a_better_token() -> 
 
 
 def test_without_a_configured_place_the_answer_says_so() -> None:
-    refusal = Refusal(401, "jwt", "no credentials")
+    refusal = Refusal(401, "jwt", "no credentials", scheme="Bearer")
     assert refusal.body(request()) == (
         "no credentials for guard 'jwt': the http server's options.authorization"
         " does not say where to send them"
     )
-    scoped = Refusal(403, "jwt", "token lacks roles admin", "insufficient_scope")
+    scoped = Refusal(403, "jwt", "token lacks roles admin", "insufficient_scope", scheme="Bearer")
     assert scoped.body(request({"other": "?t=<token>"})) == (
         "guard 'jwt' refused the token: token lacks roles admin"
     )
@@ -83,7 +86,7 @@ def test_without_a_configured_place_the_answer_says_so() -> None:
 
 def test_the_error_description_keeps_only_what_rfc_6750_allows_and_the_body_keeps_all() -> None:
     reason = "token kid '中\\x' is not in the key set \"é\"\r\n"
-    refusal = check_guarded({"g": CredentialsRejected(reason)}, {"g": []})
+    refusal = check_guarded({"g": CredentialsRejected(reason)}, {"g": []}, GUARDS)
     assert refusal is not None
     assert refusal.www_authenticate() == (
         'Bearer realm="g", error="invalid_token",'

@@ -1,20 +1,54 @@
 """What a binding factory receives: its config, and a way to reach what it points at.
 
 Every binding module exposes ``build(binding: Binding, ctx: BuildContext) -> object``. The
-runtime calls it once per binding at start-up (not per request). ``ctx.exit(name)`` builds, or
-returns the already-built, binding that a route exits to, so the whole graph becomes a graph of
-plain objects before the first connection is accepted.
+runtime calls it once per binding at start-up (not per request). ``ctx.exit(name, kind, where)``
+builds, or returns the already-built, binding that a route exits to, checked against the
+:class:`ExitKind` the caller declares (``SSE_SOURCE``: what an sse server may exit to), so the
+whole graph becomes a graph of plain, typed objects before the first connection is accepted,
+and an exit of the wrong kind is a :class:`~ssegate.config.errors.ConfigError` naming the
+config path of the exit (``bindings.north_sse_server.exit``). ``ctx.guard(name)`` is a
+:class:`~ssegate.guards.guard.Guard` whatever the guard's type.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
+from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config
 from ssegate.telemetry.metrics import Metrics
 
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
+    from ssegate.guards.guard import Guard
+    from ssegate.vaults.filesystem import FilesystemVault
+
+T = TypeVar("T")
+
+
+class ExitKind(Generic[T]):
+    """What a binding needs its exit to be: a class or ``runtime_checkable`` protocol (or a
+    tuple of them), and how to name it in a config error.
+
+    Declare one next to the protocol, with its type spelled out (a protocol cannot be inferred
+    from its class object)::
+
+        SSE_SOURCE: ExitKind[SseSource] = ExitKind(SseSource, "an sse source (...)")
+    """
+
+    __slots__ = ("checked", "label")
+
+    def __init__(self, checked: type[Any] | tuple[type[Any], ...], label: str) -> None:
+        self.checked = checked
+        self.label = label
+        """A noun phrase with its article: ``an sse source (an sse client or ...)``."""
+
+    def require(self, built: object, where: str, found: str) -> T:
+        """``built`` as this kind; else a ConfigError at ``where`` saying it is ``found``
+        (``'south_http_client' (http client)``) and not this kind."""
+        if not isinstance(built, self.checked):
+            raise ConfigError(where, f"{found} is not {self.label}")
+        return cast(T, built)
 
 
 class BuildContext(Protocol):
@@ -24,13 +58,14 @@ class BuildContext(Protocol):
     @property
     def metrics(self) -> Metrics: ...
 
-    def exit(self, name: str) -> Any:
-        """The built binding called ``name``."""
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        """The built binding called ``name``, which the config at ``where`` (an ``exit``) names;
+        a ConfigError at ``where`` when it is not of ``kind``."""
 
-    def vault(self, name: str) -> Any:
-        """The built vault called ``name`` (a ``FilesystemVault``)."""
+    def vault(self, name: str) -> FilesystemVault:
+        """The built vault called ``name``."""
 
-    def guard(self, name: str) -> Any:
+    def guard(self, name: str) -> Guard:
         """The built guard called ``name``."""
 
     @property

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from urllib.parse import parse_qsl
 
 if TYPE_CHECKING:
-    from ssegate.guards.streams import SessionGuard
+    from ssegate.guards.guard import Guard
+    from ssegate.guards.identity import Authorization
 
 
 @dataclass(slots=True)
@@ -43,9 +44,9 @@ class Request:
     """The peer's address, ``127.0.0.1:50312``."""
     params: dict[str, str] = field(default_factory=dict)
     """Parameters captured by route patterns on the way (``{path}`` → ``params['path']``)."""
-    identities: dict[str, object] = field(default_factory=dict)
+    identities: dict[str, Authorization] = field(default_factory=dict)
     """What guards established, by guard name (filled by the http server's authorization)."""
-    authorized_by: dict[str, SessionGuard] = field(default_factory=dict)
+    authorized_by: dict[str, Guard] = field(default_factory=dict)
     """The guards whose guarded routes let this request through on its way (http server, sse
     server, sse-kafka proxy), by name: a stream it opens is kept authorized under each."""
     credentials_hints: Mapping[str, str] | None = None
@@ -116,6 +117,7 @@ class ResponseStream(Protocol):
         """Call ``callback`` each time a full buffer has drained below its low-water mark."""
 
 
+@runtime_checkable
 class HttpHandler(Protocol):
     """What an http server route exits to (sse server, http-filesystem, ...)."""
 

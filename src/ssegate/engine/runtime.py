@@ -1,9 +1,12 @@
 """The runtime: the resolved config turned into live objects and listening sockets.
 
 :class:`Runtime` builds every binding once, through the factory its ``type`` and ``kind`` name
-in :data:`FACTORIES`, following exits from the ``tcp`` servers inwards. Then :meth:`Runtime.start`
-opens the listeners (with ``SO_REUSEPORT`` when several worker processes share the ports) and
-the telemetry endpoints, and :meth:`Runtime.stop` drains them.
+in :data:`FACTORIES`, following exits from the ``tcp`` servers inwards; it is the
+:class:`~ssegate.engine.context.BuildContext` every factory is given, and checks each exit a
+factory asks for against the kind the factory declares. Guards are built the same way through
+:data:`GUARD_FACTORIES`. Then :meth:`Runtime.start` opens the listeners (with ``SO_REUSEPORT``
+when several worker processes share the ports) and the telemetry endpoints, and
+:meth:`Runtime.stop` drains them.
 """
 
 from __future__ import annotations
@@ -13,19 +16,26 @@ import contextlib
 import importlib
 import os
 import socket
+import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ssegate.bindings.tcp.server import TcpServer
+from ssegate.bindings.tls.server import TlsServer
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Component, Config
 from ssegate.config.unsupported import refuse_unsupported, refuse_unsupported_component
+from ssegate.engine.context import ExitKind
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.selection import MetricSelection
 
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
+    from ssegate.guards.guard import Guard
+    from ssegate.vaults.filesystem import FilesystemVault
+
+T = TypeVar("T")
 
 # (type, kind) → "module:function". Imported on first use, so a config that has no Kafka
 # binding never imports the Kafka client.
@@ -54,6 +64,8 @@ VAULT_FACTORIES: dict[str, str] = {
 }
 
 GUARD_FACTORIES: dict[str, str] = {"jwt": "ssegate.guards.jwt_guard:build"}
+"""Guard ``type`` → its ``build(component, ctx)``, which returns a
+:class:`~ssegate.guards.guard.Guard`: the one place a new guard type is registered."""
 
 EXPORTER_STARTERS: dict[str, str] = {
     "stdout": "ssegate.telemetry.stdout:start_stdout",
@@ -62,9 +74,35 @@ EXPORTER_STARTERS: dict[str, str] = {
 
 
 def _load(target: str) -> Callable[..., Any]:
+    """The factory a registry entry names (``module:function``), imported on first use."""
     module_name, _, attr = target.partition(":")
     function: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
     return function
+
+
+@runtime_checkable
+class ConnectionHandler(Protocol):
+    """A binding that takes accepted connections (the http server)."""
+
+    def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
+        """What a listener calls for every accepted connection."""
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A built binding with something to stop when the gateway stops."""
+
+    def close(self) -> object:
+        """Stop; may return a coroutine to wait for."""
+
+
+CONNECTION_HANDLER: ExitKind[ConnectionHandler] = ExitKind(
+    ConnectionHandler, "a binding that takes connections (an http server)"
+)
+LISTENER_EXIT: ExitKind[TlsServer | ConnectionHandler] = ExitKind(
+    (TlsServer, ConnectionHandler), "a tls server or an http server"
+)
+TCP_SERVER: ExitKind[TcpServer] = ExitKind(TcpServer, "a tcp server")
 
 
 class Runtime:
@@ -73,10 +111,10 @@ class Runtime:
     def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
         self._config = config
         self._metrics = metrics or Metrics()
-        self._built: dict[str, Any] = {}
+        self._built: dict[str, object] = {}
         self._building: set[str] = set()
-        self._vaults: dict[str, Any] = {}
-        self._guards: dict[str, Any] = {}
+        self._vaults: dict[str, FilesystemVault] = {}
+        self._guards: dict[str, Guard] = {}
         self._catalogs: CatalogSet | None = None
         self._servers: list[asyncio.AbstractServer] = []
         self.addresses: list[tuple[str, str, int]] = []
@@ -110,7 +148,13 @@ class Runtime:
             return expanded
         return os.path.normpath(os.path.join(self._config.base_dir, expanded))
 
-    def exit(self, name: str) -> Any:
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        binding = self._config.bindings[name]
+        found = f"'{name}' ({binding.type} {binding.kind})"
+        return kind.require(self.build_binding(name), where, found)
+
+    def build_binding(self, name: str) -> object:
+        """Build binding ``name`` (and what it exits to) once; later calls return it."""
         built = self._built.get(name)
         if built is not None:
             return built
@@ -133,7 +177,7 @@ class Runtime:
         self._built[name] = built
         return built
 
-    def vault(self, name: str) -> Any:
+    def vault(self, name: str) -> FilesystemVault:
         vault = self._vaults.get(name)
         if vault is None:
             component = self._config.vaults[name]
@@ -143,10 +187,11 @@ class Runtime:
                 raise ConfigError(
                     f"vaults.{name}.type", f"vault type '{component.type}' is not supported"
                 )
-            vault = self._vaults[name] = _load(target)(component, self.resolve_path)
+            built: FilesystemVault = _load(target)(component, self.resolve_path)
+            vault = self._vaults[name] = built
         return vault
 
-    def guard(self, name: str) -> Any:
+    def guard(self, name: str) -> Guard:
         guard = self._guards.get(name)
         if guard is None:
             component = self._config.guards[name]
@@ -157,7 +202,8 @@ class Runtime:
                     f"guard type '{component.type}' is not supported yet by this version"
                     " of ssegate",
                 )
-            guard = self._guards[name] = _load(target)(component, self)
+            made: Guard = _load(target)(component, self)
+            guard = self._guards[name] = made
         return guard
 
     @property
@@ -193,11 +239,22 @@ class Runtime:
         servers = []
         for binding in self._config.bindings.values():
             if binding.type == "tcp" and binding.kind == "server":
-                server = self.exit(binding.name)
+                server = self.exit(binding.name, TCP_SERVER, binding.path)
                 for listener in server.listeners:
-                    self.exit(listener.exit)
+                    self._listener_exit(server, listener.exit)
                 servers.append(server)
         return servers
+
+    def _listener_exit(self, tcp: TcpServer, name: str) -> TlsServer | ConnectionHandler:
+        return self.exit(name, LISTENER_EXIT, self._exit_path(tcp.name, name))
+
+    def _exit_path(self, owner: str, name: str) -> str:
+        """The config path of the ``exit`` of binding ``owner`` that names ``name``."""
+        binding = self._config.bindings[owner]
+        for route in binding.routes:
+            if route.exit == name and route.path:
+                return f"{route.path}.exit"
+        return f"{binding.path}.exit"
 
     async def start(self, *, reuse_port: bool = False) -> None:
         loop = asyncio.get_running_loop()
@@ -206,14 +263,14 @@ class Runtime:
         install_loop_exception_filter(loop, self._metrics)
         for tcp in self.build():
             for listener in tcp.listeners:
-                exit_obj = self.exit(listener.exit)
-                ssl_context = getattr(exit_obj, "ssl_context", None)
+                exit_obj = self._listener_exit(tcp, listener.exit)
+                ssl_context = exit_obj.ssl_context if isinstance(exit_obj, TlsServer) else None
                 factory = self._protocol_factory(exit_obj)
                 server = await self._listen(
                     loop, factory, listener.host, listener.port, ssl_context, reuse_port, tcp.name
                 )
                 self._servers.append(server)
-                for sock in getattr(server, "sockets", None) or ():
+                for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
                     self.addresses.append((tcp.name, host, port))
                     log.event(
@@ -238,18 +295,23 @@ class Runtime:
             else:
                 started(component, telemetry.get("attributes"))
 
-    def _protocol_factory(self, exit_obj: Any) -> Callable[[], asyncio.Protocol]:
+    def _protocol_factory(
+        self, exit_obj: TlsServer | ConnectionHandler
+    ) -> Callable[[], asyncio.Protocol]:
         """What a listener creates per connection: the http server's protocol, chosen by ALPN
         when a tls server routes protocols to different bindings."""
-        if getattr(exit_obj, "ssl_context", None) is None:
-            factory: Callable[[], asyncio.Protocol] = exit_obj.protocol_factory()
-            return factory
-        names = {route.exit for route in exit_obj.routes} | {exit_obj.exit}
-        if len(names) == 1:
-            return self._protocol_factory(self.exit(exit_obj.exit))
+        if not isinstance(exit_obj, TlsServer):
+            return exit_obj.protocol_factory()
+        factories = {
+            name: self.exit(
+                name, CONNECTION_HANDLER, self._exit_path(exit_obj.name, name)
+            ).protocol_factory()
+            for name in {route.exit for route in exit_obj.routes} | {exit_obj.exit}
+        }
+        if len(factories) == 1:
+            return factories[exit_obj.exit]
         from ssegate.bindings.tls.alpn import alpn_factory
 
-        factories = {name: self.exit(name).protocol_factory() for name in names}
         return alpn_factory(exit_obj.exit_for_alpn, factories)
 
     async def _listen(
@@ -258,10 +320,10 @@ class Runtime:
         factory: Callable[[], asyncio.Protocol],
         host: str,
         port: int,
-        ssl_context: Any,
+        ssl_context: ssl.SSLContext | None,
         reuse_port: bool,
         binding: str,
-    ) -> asyncio.AbstractServer:
+    ) -> asyncio.Server:
         try:
             return await loop.create_server(
                 factory,
@@ -283,9 +345,8 @@ class Runtime:
         for server in self._servers:
             server.close()
         for built in self._built.values():
-            closer = getattr(built, "close", None)
-            if closer is not None:
-                result = closer()
+            if isinstance(built, Closable):
+                result = built.close()
                 if asyncio.iscoroutine(result):
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(result, grace)

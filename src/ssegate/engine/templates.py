@@ -10,8 +10,8 @@ Everything else is literal text, a ``$`` that does not start ``${`` included. An
 that is none of the above is a :class:`~ssegate.config.errors.ConfigError` when the template is
 compiled; a value that is missing when it is rendered raises :class:`MissingTemplateValue`.
 
-A guard's identity may be a mapping (``{"identity": ..., "attributes": {...}}``) or an object
-with ``identity`` and ``attributes`` attributes; non-string values are written with ``str``.
+The guarded values are what the request's guards established
+(:class:`~ssegate.guards.identity.Identity`, by guard name), whatever the guards' type.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ssegate.config.errors import ConfigError
+from ssegate.guards.identity import Authorization, Identity
 
 _EXPRESSION = re.compile(r"\$\{([^{}]*)\}")
 _PARAM = re.compile(r"\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*")
@@ -106,7 +106,9 @@ class Template:
         """The guards whose identity the template reads."""
         return frozenset(part.guard for part in self._parts if isinstance(part, _Guarded))
 
-    def render(self, params: Mapping[str, str], guarded: Mapping[str, Any] | None = None) -> str:
+    def render(
+        self, params: Mapping[str, str], guarded: Mapping[str, Authorization] | None = None
+    ) -> str:
         """The rendered text; raises :class:`MissingTemplateValue` when a value is absent."""
         out: list[str] = []
         for part in self._parts:
@@ -140,23 +142,13 @@ def _compile_expression(expression: str, text: str, path: str) -> _Part:
     )
 
 
-def _field(source: Any, name: str) -> Any:
-    if isinstance(source, Mapping):
-        return source.get(name)
-    return getattr(source, name, None)
-
-
-def _render_guarded(part: _Guarded, guarded: Mapping[str, Any] | None) -> str:
+def _render_guarded(part: _Guarded, guarded: Mapping[str, Authorization] | None) -> str:
     identity = None if guarded is None else guarded.get(part.guard)
-    if identity is None:
+    if not isinstance(identity, Identity):
         raise MissingTemplateValue(part.expression, f"guard '{part.guard}' has no identity")
     if part.attribute is None:
-        value = _field(identity, "identity")
-        if value is None:
-            raise MissingTemplateValue(part.expression, "the identity is empty")
-        return str(value)
-    attributes = _field(identity, "attributes")
-    value = None if attributes is None else _field(attributes, part.attribute)
+        return identity.identity
+    value = identity.attributes.get(part.attribute)
     if value is None:
         raise MissingTemplateValue(part.expression, f"no attribute '{part.attribute}'")
-    return str(value)
+    return value

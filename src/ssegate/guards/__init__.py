@@ -1,11 +1,13 @@
 """Guards: who a request is, and whether a ``guarded`` route lets it through.
 
-The http server's ``authorization`` looks credentials up and asks the guard; what it learns is
-left in ``request.identities[guard]``: a :class:`~ssegate.guards.jwt.JwtIdentity` when the token
-verified, a :class:`CredentialsRejected` (with the reason) when credentials were given but did
-not verify, nothing when there were none. :func:`check_guarded` turns that into the answer a
-guarded route gives, Zilla's way: **401** without credentials, **403** with bad credentials or
-without the roles the route names. The same check serves http, sse, sse-kafka and
+The http server's ``authorization`` looks credentials up and asks the guard
+(:class:`~ssegate.guards.guard.Guard`, whatever its type); what it learns is left in
+``request.identities[guard]``: an :class:`~ssegate.guards.identity.Identity` when the
+credentials verified, a :class:`~ssegate.guards.identity.CredentialsRejected` (with the reason)
+when they were given but did not verify, nothing when there were none. :func:`check_guarded`
+turns that into the answer a guarded route gives, Zilla's way: **401** without credentials,
+**403** with bad credentials or without the roles the route names, with ``www-authenticate``
+naming the guard's scheme. The same check serves http, sse, sse-kafka and
 http-filesystem routes, through a route's compiled ``guarded``
 (:class:`~ssegate.guards.guarded.Guarded`, role names with ``${method}`` and ``${path}``); a
 stream it lets through stays authorized under that guard (:mod:`ssegate.guards.streams`). The
@@ -21,20 +23,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.guards.guard import Guard
+from ssegate.guards.identity import Authorization, CredentialsRejected, Identity
 from ssegate.telemetry import log
+
+__all__ = [
+    "Authorization",
+    "CredentialsRejected",
+    "Guard",
+    "Identity",
+    "Refusal",
+    "answer_refusal",
+    "check_guarded",
+]
 
 _NOT_IN_DESCRIPTION = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 """What RFC 6750 §3 keeps out of ``error_description``: all but printable ASCII, ``"``, ``\\``."""
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialsRejected:
-    """Credentials were presented to a guard and refused."""
-
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,8 @@ class Refusal:
     reason: str
     error: str | None = None
     """The RFC 6750 error code: ``invalid_token``, ``insufficient_scope``; none for 401."""
+    scheme: str = field(kw_only=True)
+    """The guard's authentication scheme (:attr:`~ssegate.guards.guard.Guard.scheme`)."""
 
     def body(self, request: Request) -> str:
         """What the answer says: the guard, why, and how to send credentials it accepts."""
@@ -67,7 +76,7 @@ class Refusal:
         backslash goes, and any other character RFC 6750 leaves out (control characters, all
         but ASCII) becomes ``?``. The body and the log line keep the reason as it is.
         """
-        value = f'Bearer realm="{self.guard}"'
+        value = f'{self.scheme} realm="{self.guard}"'
         if self.error is not None:
             quoted = self.reason.replace("\\", "").replace('"', "'")
             description = _NOT_IN_DESCRIPTION.sub("?", quoted)
@@ -75,26 +84,29 @@ class Refusal:
         return value
 
 
-def roles_of(established: object) -> frozenset[str]:
-    roles = getattr(established, "roles", None)
-    return roles if isinstance(roles, frozenset) else frozenset()
-
-
 def check_guarded(
-    identities: Mapping[str, object], guarded: Mapping[str, Collection[str]]
+    identities: Mapping[str, Authorization],
+    required: Mapping[str, Collection[str]],
+    guards: Mapping[str, Guard],
 ) -> Refusal | None:
     """``None`` when every guard of the route accepts the request with the roles it names
-    (role expressions already evaluated: :class:`~ssegate.guards.guarded.Guarded`)."""
-    for guard, required in guarded.items():
+    (role expressions already evaluated: :class:`~ssegate.guards.guarded.Guarded`);
+    ``guards`` are the built guards by name, for the scheme a refusal names."""
+    for guard, roles in required.items():
+        scheme = guards[guard].scheme
         established = identities.get(guard)
         if established is None:
-            return Refusal(401, guard, "no credentials")
+            return Refusal(401, guard, "no credentials", scheme=scheme)
         if isinstance(established, CredentialsRejected):
-            return Refusal(403, guard, established.reason, "invalid_token")
-        missing = sorted(set(required) - roles_of(established))
+            return Refusal(403, guard, established.reason, "invalid_token", scheme=scheme)
+        missing = sorted(set(roles) - established.roles)
         if missing:
             return Refusal(
-                403, guard, f"token lacks roles {' '.join(missing)}", "insufficient_scope"
+                403,
+                guard,
+                f"token lacks roles {' '.join(missing)}",
+                "insufficient_scope",
+                scheme=scheme,
             )
     return None
 

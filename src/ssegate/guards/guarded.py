@@ -28,7 +28,7 @@ from ssegate.engine.exchange import Request
 from ssegate.guards import Refusal, check_guarded
 
 if TYPE_CHECKING:
-    from ssegate.guards.streams import SessionGuard
+    from ssegate.guards.guard import Guard
 
 EXPRESSIONS = ("method", "path")
 """The names a role expression may use."""
@@ -128,20 +128,19 @@ class Guarded:
             for guard, names in self._roles.items()
         }
 
-    def check(self, request: Request) -> Refusal | None:
-        """``None`` when every guard accepts ``request`` with the roles asked of it."""
+    def check(self, request: Request, guards: Mapping[str, Guard]) -> Refusal | None:
+        """``None`` when every guard accepts ``request`` with the roles asked of it
+        (``guards``: the built guards, by name; each of this route's is there)."""
         if not self._roles:
             return None
-        return check_guarded(request.identities, self.required(request))
+        return check_guarded(request.identities, self.required(request), guards)
 
-    def admit(self, request: Request, guards: Mapping[str, SessionGuard]) -> Refusal | None:
+    def admit(self, request: Request, guards: Mapping[str, Guard]) -> Refusal | None:
         """:meth:`check`, and on success record this route's guards in
-        ``request.authorized_by`` (``guards``: the built guards, by name), so the stream the
-        request opens is kept authorized under them."""
-        refusal = self.check(request)
+        ``request.authorized_by``, so the stream the request opens is kept authorized under
+        them."""
+        refusal = self.check(request, guards)
         if refusal is None:
             for name in self._roles:
-                guard = guards.get(name)
-                if guard is not None:
-                    request.authorized_by[name] = guard
+                request.authorized_by[name] = guards[name]
         return refusal

@@ -1,10 +1,17 @@
-"""The built ``jwt`` guard: a key set, the claim rules, and a cache of verified tokens.
+"""The ``jwt`` guard: a key set, the claim rules, and a cache of verified tokens.
 
-:meth:`JwtGuard.authenticate` is synchronous: it parses and verifies a token against the keys
-held now and returns the :class:`~ssegate.guards.jwt.JwtIdentity`, or raises
-:class:`~ssegate.guards.jwt.TokenRejected`. When the only problem is a ``kid`` the set does not
-hold, :meth:`JwtGuard.key_refresh` gives a fetch to wait for (remote key sets only, at a bounded
-rate) before trying once more; the http server does that without blocking the connection.
+:class:`JwtGuard` is a :class:`~ssegate.guards.guard.Guard`: :meth:`JwtGuard.authorize` takes
+the token a request carries and answers the :class:`~ssegate.guards.identity.Identity` it
+establishes (``sub``, the roles claim, the configured attributes, ``exp``, and the challenge
+time ``exp - challenge``) or a :class:`~ssegate.guards.identity.CredentialsRejected` with the
+reason. When the only problem is a ``kid`` the set does not hold, the rejection is
+``refreshable`` and :meth:`JwtGuard.refresh` gives a fetch to wait for (remote key sets only,
+at a bounded rate) before authorizing once more; the http server does that without blocking
+the connection. Refusals name the ``Bearer`` scheme (RFC 6750).
+
+:meth:`JwtGuard.authenticate` is the same check in JWT terms, for tools and benchmarks: it
+returns the :class:`~ssegate.guards.jwt.JwtIdentity` or raises
+:class:`~ssegate.guards.jwt.TokenRejected`. Nothing outside ``guards/jwt*.py`` needs those.
 
 Verified tokens are cached by their text until their ``exp`` (a reconnect or a challenge
 answer with the same token costs a dict lookup, not a signature check); the cache holds at most
@@ -21,10 +28,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
+from ssegate.engine.context import BuildContext
+from ssegate.guards.identity import Authorization, CredentialsRejected, Identity
 from ssegate.guards.jwks import KeySet
 from ssegate.guards.jwt import ClaimsPolicy, JwtIdentity, JwtKey, TokenRejected, parse_token
 from ssegate.guards.jwt import verify_signature as _verify_signature
@@ -32,9 +40,14 @@ from ssegate.guards.streams import GuardedStreams
 
 CACHE_SIZE = 16384
 
+_Verified = tuple[JwtIdentity, Identity]
+"""A verified token in both terms: the JWT's own, and the guard-neutral one."""
+
 
 class JwtGuard:
     """One ``jwt`` guard of the config."""
+
+    scheme = "Bearer"
 
     def __init__(
         self,
@@ -53,38 +66,63 @@ class JwtGuard:
         self.clock = clock
         self.streams = GuardedStreams(name)
         """The streams this guard keeps authorized (challenges, answers, the end at ``exp``)."""
-        self._verified: dict[str, JwtIdentity] = {}
+        self._verified: dict[str, _Verified] = {}
+
+    def authorize(self, credentials: str) -> Authorization:
+        """The identity the token ``credentials`` establishes now, or why it does not."""
+        try:
+            return self._verify(credentials)[1]
+        except TokenRejected as exc:
+            reason = exc.reason
+            unknown_kid = exc.unknown_kid is not None
+            if unknown_kid and self.keys.last_error:
+                reason += f" (the key set could not be fetched: {self.keys.last_error})"
+            return CredentialsRejected(reason, refreshable=unknown_kid)
+
+    def refresh(self) -> asyncio.Future[None] | None:
+        """A key-set fetch worth waiting for after an unknown ``kid``, or ``None``."""
+        return self.keys.refresh()
 
     def authenticate(self, token: str) -> JwtIdentity:
-        """The identity ``token`` establishes now; raises :class:`TokenRejected`."""
+        """The JWT identity ``token`` establishes now; raises :class:`TokenRejected`."""
+        return self._verify(token)[0]
+
+    def _verify(self, token: str) -> _Verified:
         now = self.clock()
         cached = self._verified.get(token)
         if cached is not None:
-            if now < cached.expires_at + self.policy.leeway:
+            if now < cached[0].expires_at + self.policy.leeway:
                 return cached
             del self._verified[token]
             raise TokenRejected("token has expired")
         parsed = parse_token(token)
         _verify_signature(parsed, self.keys.key(parsed.kid))
-        identity = self.policy.check(parsed.claims, now)
-        self._remember(token, identity, now)
-        return identity
+        claims = self.policy.check(parsed.claims, now)
+        verified = (claims, self._identity(claims))
+        self._remember(token, verified, now)
+        return verified
 
-    def key_refresh(self) -> asyncio.Future[None] | None:
-        """A key-set fetch worth waiting for after an unknown ``kid``, or ``None``."""
-        return self.keys.refresh()
+    def _identity(self, claims: JwtIdentity) -> Identity:
+        exp = claims.expires_at
+        return Identity(
+            claims.identity,
+            claims.roles,
+            claims.attributes,
+            expires_at=exp,
+            challenge_at=exp - self.challenge if self.challenge > 0 else exp,
+        )
 
-    def _remember(self, token: str, identity: JwtIdentity, now: float) -> None:
-        verified = self._verified
-        if len(verified) >= CACHE_SIZE:
-            for cached_token in [t for t, i in verified.items() if i.expires_at <= now]:
-                del verified[cached_token]
-            while len(verified) >= CACHE_SIZE:
-                del verified[next(iter(verified))]  # the oldest entry
-        verified[token] = identity
+    def _remember(self, token: str, verified: _Verified, now: float) -> None:
+        cache = self._verified
+        if len(cache) >= CACHE_SIZE:
+            for cached_token in [t for t, v in cache.items() if v[0].expires_at <= now]:
+                del cache[cached_token]
+            while len(cache) >= CACHE_SIZE:
+                del cache[next(iter(cache))]  # the oldest entry
+        cache[token] = verified
 
 
-def build(component: Component, _ctx: Any = None) -> JwtGuard:
+def build(component: Component, _ctx: BuildContext | None = None) -> JwtGuard:
     """Build a guard from its config; raises :class:`ConfigError` naming the YAML path."""
     options = component.options or {}
     where = f"{component.path or 'guards.' + component.name}.options"

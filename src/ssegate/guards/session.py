@@ -1,10 +1,12 @@
 """Continuous authorization of one long-lived stream: when to challenge, when to end, what extends.
 
-Zilla's rules (reference §5), as plain state with no timers: a stream authorized by a token
-expiring at ``exp`` is sent the challenge event at ``exp - challenge`` (at once when that moment
-has already passed; never when ``challenge`` is 0) and ends at ``exp`` unless a challenge answer
-extended it first. An answer extends the session only when it is the same identity, its ``exp``
-is later and its roles are not narrower (every role held so far is still held);
+Zilla's rules (reference §5), as plain state with no timers: a stream authorized by an
+:class:`~ssegate.guards.identity.Identity` expiring at ``expires_at`` is sent the challenge
+event at its ``challenge_at`` (for a ``jwt`` guard ``exp - challenge``; at once when that moment
+has already passed; never when it is not before ``expires_at``) and ends at ``expires_at``
+unless a challenge answer extended it first. An answer extends the session only when it is the
+same identity, it expires later and its roles are not narrower (every role held so far is still
+held);
 :func:`extension_refused` says why not otherwise. The sse server turns
 :meth:`GuardedSession.deadline` into a timer and :meth:`GuardedSession.due` into an event or
 the end of the stream.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ssegate.guards.jwt import JwtIdentity
+from ssegate.guards.identity import Identity
 
 CHALLENGE_CONTENT_TYPE = "application/x-challenge-response"
 CHALLENGE_EVENT = "challenge"
@@ -26,7 +28,7 @@ class Due(Enum):
     EXPIRE = "expire"
 
 
-def extension_refused(current: JwtIdentity, fresh: JwtIdentity) -> str | None:
+def extension_refused(current: Identity, fresh: Identity) -> str | None:
     """Why ``fresh`` cannot extend a session held with ``current``; ``None`` when it can."""
     if fresh.identity != current.identity:
         return "the answer is for another identity"
@@ -41,12 +43,11 @@ def extension_refused(current: JwtIdentity, fresh: JwtIdentity) -> str | None:
 class GuardedSession:
     """The authorization state of one stream under one guard."""
 
-    __slots__ = ("challenge", "challenged", "grant", "guard")
+    __slots__ = ("challenged", "grant", "guard")
 
-    def __init__(self, guard: str, grant: JwtIdentity, challenge: float) -> None:
+    def __init__(self, guard: str, grant: Identity) -> None:
         self.guard = guard
         self.grant = grant
-        self.challenge = challenge
         self.challenged = False
 
     @property
@@ -59,9 +60,10 @@ class GuardedSession:
 
     def deadline(self) -> tuple[float, Due]:
         """When the next step is due (epoch seconds), and which one."""
-        if self.challenge > 0 and not self.challenged:
-            return self.grant.expires_at - self.challenge, Due.CHALLENGE
-        return self.grant.expires_at, Due.EXPIRE
+        grant = self.grant
+        if grant.challenge_at < grant.expires_at and not self.challenged:
+            return grant.challenge_at, Due.CHALLENGE
+        return grant.expires_at, Due.EXPIRE
 
     def due(self, now: float) -> Due | None:
         """What to do at ``now``: challenge (once per grant), expire, or nothing yet."""
@@ -74,7 +76,7 @@ class GuardedSession:
             self.challenged = True
         return step
 
-    def extend(self, fresh: JwtIdentity) -> str | None:
+    def extend(self, fresh: Identity) -> str | None:
         """Take ``fresh`` as the new grant, or say why not."""
         refused = extension_refused(self.grant, fresh)
         if refused is None:

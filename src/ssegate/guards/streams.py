@@ -33,11 +33,12 @@ its fresh token instead of waiting to be cut off.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ssegate.engine.exchange import Request
-from ssegate.guards.jwt import JwtIdentity
+from ssegate.guards.identity import Identity
 from ssegate.guards.session import (
     CHALLENGE_CONTENT_TYPE,
     CHALLENGE_DATA,
@@ -45,6 +46,9 @@ from ssegate.guards.session import (
     Due,
     GuardedSession,
 )
+
+if TYPE_CHECKING:
+    from ssegate.guards.guard import Guard
 
 
 class AuthorizedSink(Protocol):
@@ -55,16 +59,6 @@ class AuthorizedSink(Protocol):
 
     def expire(self, reason: str) -> None:
         """End the stream because its authorization ran out."""
-
-
-class SessionGuard(Protocol):
-    """A guard that keeps the streams it authorized (the ``jwt`` guard)."""
-
-    name: str
-    challenge: float
-    """Seconds before ``exp`` at which a stream is sent the challenge event (0: never)."""
-    streams: GuardedStreams
-    clock: Callable[[], float]
 
 
 def is_challenge_answer(request: Request) -> bool:
@@ -104,6 +98,8 @@ class StreamAuthorization:
         if not self.sessions:
             return
         at = min(session.deadline()[0] for session, _ in self.sessions)
+        if math.isinf(at):  # credentials that never expire: nothing is ever due
+            return
         delay = max(0.0, at - self._clock())
         self._handle = asyncio.get_running_loop().call_later(delay, self.step)
 
@@ -135,16 +131,13 @@ class StreamAuthorization:
 
 def keep_authorized(
     sink: AuthorizedSink,
-    grants: Sequence[tuple[SessionGuard, JwtIdentity]],
+    grants: Sequence[tuple[Guard, Identity]],
     *,
     connection_id: int,
     http2: bool,
 ) -> StreamAuthorization:
     """Put a stream under authorization: ``grants`` is each guard with what it established."""
-    sessions = [
-        (GuardedSession(guard.name, grant, guard.challenge), guard.streams)
-        for guard, grant in grants
-    ]
+    sessions = [(GuardedSession(guard.name, grant), guard.streams) for guard, grant in grants]
     authorization = StreamAuthorization(
         sink, sessions, connection_id=connection_id, http2=http2, clock=grants[0][0].clock
     )
@@ -174,9 +167,7 @@ class GuardedStreams:
             if not members:
                 del self._by_identity[identity]
 
-    def answer(
-        self, fresh: JwtIdentity, *, connection_id: int, http2: bool
-    ) -> tuple[int, str | None]:
+    def answer(self, fresh: Identity, *, connection_id: int, http2: bool) -> tuple[int, str | None]:
         """Extend what ``fresh`` may extend; returns (streams extended, why none was)."""
         candidates = [
             a

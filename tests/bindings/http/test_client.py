@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import h2.config
 import h2.connection
@@ -15,7 +15,10 @@ from ssegate.bindings.http.client import HttpClient, build
 from ssegate.bindings.tcp.client import TcpClient
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
+from ssegate.engine.context import ExitKind
 from ssegate.telemetry.metrics import Metrics
+
+T = TypeVar("T")
 
 
 class Context:
@@ -23,8 +26,8 @@ class Context:
         self.metrics = Metrics()
         self._exit = exit
 
-    def exit(self, name: str) -> Any:
-        return self._exit
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self._exit, where, repr(name))
 
 
 def client(port: int, versions: list[str]) -> HttpClient:

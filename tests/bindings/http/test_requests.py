@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -21,8 +21,11 @@ from ssegate.catalogs import CatalogSet
 from ssegate.catalogs.local import build_inline
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Config, Route
+from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
 from ssegate.telemetry.metrics import Metrics
+
+T = TypeVar("T")
 
 NAME = "north_http_server"
 WHERE = f"bindings.{NAME}.options.requests"
@@ -309,8 +312,8 @@ class Context:
         self.config = Config(name="test", bindings={})
         self.catalogs = catalogs()
 
-    def exit(self, name: str) -> Any:
-        return self.handler
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self.handler, where, repr(name))
 
 
 def test_the_server_answers_400_before_the_exit_and_counts_and_logs_it(

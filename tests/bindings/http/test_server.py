@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -13,10 +13,13 @@ from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
+from ssegate.engine.context import ExitKind
+from ssegate.guards import CredentialsRejected
 from ssegate.guards.credentials import CredentialsLookup
-from ssegate.guards.jwt import TokenRejected
 from ssegate.telemetry.metrics import Metrics
 from support.http_servers import ScriptedHandler, read_h1_response, run, serve
+
+T = TypeVar("T")
 
 NAME = "north_http_server"
 
@@ -29,8 +32,8 @@ class FakeContext:
         self.metrics = Metrics()
         self.config = Config(name="test", bindings={})
 
-    def exit(self, name: str) -> Any:
-        return self.exits[name]
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self.exits[name], where, repr(name))
 
 
 def _binding(options: dict[str, Any] | None = None, exit_name: str = "app") -> Binding:
@@ -150,19 +153,21 @@ def test_a_handler_that_raises_is_answered_500_with_one_log_line(
 
 
 class BrokenGuard:
-    """A guard that fails by raising, not by refusing; ``after_refetch`` asks for keys first."""
+    """A guard that fails by raising, not by refusing; ``after_refetch`` asks for a refresh
+    (of keys) first."""
 
-    keys = None
+    name = "broken"
+    scheme = "Bearer"
 
     def __init__(self, *, after_refetch: bool) -> None:
         self.after_refetch = after_refetch
 
-    def authenticate(self, token: str) -> object:
+    def authorize(self, credentials: str) -> CredentialsRejected:
         if self.after_refetch:
-            raise TokenRejected("unknown kid", unknown_kid="rotated")
-        raise KeyError(token[:4])
+            return CredentialsRejected("unknown kid", refreshable=True)
+        raise KeyError(credentials[:4])
 
-    def key_refresh(self) -> asyncio.Future[None]:
+    def refresh(self) -> asyncio.Future[None]:
         self.after_refetch = False
         fetched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         fetched.get_loop().call_later(0.01, fetched.set_result, None)
@@ -233,10 +238,11 @@ def test_bad_versions_are_a_config_error_with_their_path(versions: Any, message:
     assert raised.value.path.startswith(f"bindings.{NAME}.options.versions")
 
 
-def test_an_exit_that_cannot_answer_http_is_a_config_error() -> None:
+def test_an_exit_that_cannot_answer_http_is_a_config_error_naming_the_exit() -> None:
     ctx = FakeContext({"app": object()})
-    with pytest.raises(ConfigError, match="cannot answer HTTP requests"):
+    with pytest.raises(ConfigError, match="is not a binding that answers HTTP requests") as raised:
         build(_binding(), ctx)  # type: ignore[arg-type]
+    assert raised.value.path == f"bindings.{NAME}.routes[0].exit"
 
 
 def test_http2_options_become_the_connection_limits_and_the_rest_keep_their_defaults() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import pytest
 
@@ -12,8 +12,11 @@ from ssegate.bindings.filesystem.server import FilesystemServer
 from ssegate.bindings.http_filesystem.proxy import HttpFilesystemProxy, build
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
+from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
 from ssegate.telemetry.metrics import Metrics
+
+T = TypeVar("T")
 
 
 class RecordingStream:
@@ -63,8 +66,8 @@ class Context:
         self.files = FilesystemServer("east_filesystem_server", str(base / "www"))
         self.exits: dict[str, object] = {"east_filesystem_server": self.files, "sse": object()}
 
-    def exit(self, name: str) -> Any:
-        return self.exits[name]
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self.exits[name], where, repr(name))
 
     def resolve_path(self, path: str) -> str:
         raise AssertionError("not used by the proxy")

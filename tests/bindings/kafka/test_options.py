@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from ssegate.bindings.kafka import cache_server, client
 from ssegate.catalogs import CatalogSet
 from ssegate.config.model import Binding
+from ssegate.engine.context import ExitKind
 from ssegate.telemetry.metrics import Metrics
+
+T = TypeVar("T")
 
 
 class Context:
@@ -16,8 +19,8 @@ class Context:
         self.metrics = Metrics()
         self.catalogs = CatalogSet()
 
-    def exit(self, name: str) -> Any:
-        return self.exits[name]
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self.exits[name], where, repr(name))
 
     def binding(self, name: str) -> Binding:
         return Binding(name, "tcp", "client")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from ssegate.bindings.http.client import build as build_http_client
 from ssegate.bindings.sse.client import build as build_sse_client
@@ -18,11 +18,14 @@ from ssegate.bindings.sse.server import SseServer
 from ssegate.bindings.sse.server import build as build_sse_server
 from ssegate.bindings.tcp.client import build as build_tcp_client
 from ssegate.config.model import Binding, Component, Config
+from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
 from ssegate.engine.runtime import free_port
 from ssegate.sse.parser import SseEvent, SseParser
 from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer
+
+T = TypeVar("T")
 
 
 class RecordingStream:
@@ -87,8 +90,8 @@ class Context:
         self.config = Config("test", {})
         self.built: dict[str, Any] = {}
 
-    def exit(self, name: str) -> Any:
-        return self.built[name]
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self.built[name], where, repr(name))
 
     def vault(self, name: str) -> Any:
         raise KeyError(name)

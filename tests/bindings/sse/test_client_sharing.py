@@ -18,8 +18,10 @@ from tests.bindings.sse.test_client import (
     until,
 )
 
+from ssegate.bindings.sse.checks import ContentCheck
 from ssegate.bindings.sse.upstream import UpstreamFanout
 from ssegate.sse.parser import SseEvent, SseIdOnly
+from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer
 
 
@@ -219,11 +221,17 @@ def test_the_end_of_a_shared_upstream_ends_every_sharer() -> None:
     run(scenario)
 
 
+def accept_all(data: str) -> str | None:
+    return None
+
+
 class RecordingSink:
-    """An SseSink that keeps what it was given, optionally as a validating sink."""
+    """An SseSink that keeps what it was given, optionally as a sink that checks events."""
+
+    timestamps = False
 
     def __init__(self, validates: bool = False) -> None:
-        self.validates = validates
+        self.check = ContentCheck(accept_all, "north_sse_server", Metrics()) if validates else None
         self.calls: list[tuple[str | None, str | None, str | None]] = []
         self.encoded = b""
         self.opened = False

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from tests.support.guards import TableGuard
 
 from ssegate.bindings.sse.server import SWEEP_SLICES, SseRoute, SseServer, StreamSweep, build
 from ssegate.bindings.sse.source import SseSink
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
+from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
+from ssegate.guards import Identity
 from ssegate.telemetry.metrics import Metrics
+
+T = TypeVar("T")
 
 
 class RecordingStream:
@@ -117,14 +121,14 @@ class FakeContext:
         self.metrics = Metrics()
         self.config = Config("test", {})
 
-    def exit(self, name: str) -> Any:
-        return self._exits[name]
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self._exits[name], where, repr(name))
 
     def vault(self, name: str) -> Any:
         raise KeyError(name)
 
-    def guard(self, name: str) -> Any:
-        return None  # a guard with no challenge
+    def guard(self, name: str) -> TableGuard:
+        return TableGuard(name)
 
     def component(self, kind: str, name: str) -> Component:
         raise KeyError(name)
@@ -254,7 +258,7 @@ def test_routes_match_path_globs_without_query_and_no_route_is_404() -> None:
     server = build(binding, FakeContext({"events": events, "other": other}))
     open_stream(server, get("/events/a/b?x=1"))
     guarded = get("/other?lastEventId=1")
-    guarded.identities["authn_jwt"] = SimpleNamespace(roles=frozenset({"proxy:stream"}))
+    guarded.identities["authn_jwt"] = Identity("alice", frozenset({"proxy:stream"}))
     open_stream(server, guarded)
     assert len(events.subscriptions) == 1
     assert len(other.subscriptions) == 1

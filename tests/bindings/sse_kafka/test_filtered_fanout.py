@@ -62,6 +62,9 @@ class FeedSource:
     ) -> TopicSubscription:
         return self.feed.subscribe(listener, start, default or "historical")
 
+    def value_text(self, topic: str) -> None:
+        return None
+
     def produce(self, partition: int, *records: tuple[bytes | None, dict[str, bytes]]) -> None:
         """One fetched batch of ``records`` (key, headers) on ``partition``."""
         messages = []

@@ -9,6 +9,7 @@ import pytest
 from ssegate.bindings.sse_kafka.filters import FilterTemplate, MessageFilter
 from ssegate.config.errors import ConfigError
 from ssegate.engine.templates import MissingTemplateValue
+from ssegate.guards import Identity
 from ssegate.kafka.topics import KafkaMessage
 
 
@@ -73,7 +74,7 @@ def test_values_are_rendered_from_path_parameters_per_request() -> None:
 def test_values_are_rendered_from_the_guarded_identity() -> None:
     template = compiled([{"key": "${guarded['jwt'].identity}"}])
     assert template.guard_names == {"jwt"}
-    mine = template.render({}, {"jwt": {"identity": "alice", "attributes": {}}})
+    mine = template.render({}, {"jwt": Identity("alice")})
     assert mine.matches(message(b"alice"))
     with pytest.raises(MissingTemplateValue):
         template.render({}, {})

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from tests.support.guards import TableGuard
 
 from ssegate.bindings.sse_kafka import subscriber as subscriber_module
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_progress
@@ -162,7 +163,7 @@ def test_a_path_no_route_matches_is_404(log: TopicLog) -> None:
 
 
 def test_a_guarded_route_refuses_requests_without_the_identity(log: TopicLog) -> None:
-    p = proxy(route(log, guarded={"jwt": []}))
+    p = SseKafkaProxy("p", [route(log, guarded={"jwt": []})], Metrics(), {"jwt": TableGuard("jwt")})
     sink = subscribe(p, "/events")
     assert sink.failed == (
         401,
@@ -251,6 +252,42 @@ def test_the_encoded_block_of_a_message_is_shared_by_every_subscriber(log: Topic
     assert p.encoded.misses == 1
     assert p.encoded.hits == 49
     assert all(s.events()[0].data == "shared" for s in sinks)
+
+
+class CountingCheck:
+    """An EventCheck that takes JSON objects only and keeps every call and refusal."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.refusals: list[tuple[str, dict[str, object]]] = []
+
+    def __call__(self, data: str) -> str | None:
+        self.calls.append(data)
+        return None if data.startswith("{") else "not a JSON object"
+
+    def refused(self, reason: str, **context: object) -> None:
+        self.refusals.append((reason, context))
+
+
+def test_a_sink_check_runs_once_per_message_for_all_its_streams(log: TopicLog) -> None:
+    p = proxy(route(log))
+    check = CountingCheck()
+    checked = [WireSink() for _ in range(20)]
+    for sink in checked:
+        sink.check = check
+        p.subscribe(request("/events"), None, sink)
+    plain = subscribe(p, "/events")
+    log.append("events", 0, None, b'{"ok":1}')
+    log.append("events", 0, None, b"bad")
+    assert check.calls == ['{"ok":1}', "bad"]
+    assert check.refusals == [
+        ("not a JSON object", {"topic": "events", "partition": 0, "offset": 1})
+    ]
+    for sink in checked:
+        assert sink.wire == f'id:{encode_progress({0: 1})}\ndata:{{"ok":1}}\n\n'.encode() + (
+            f"id:{encode_progress({0: 2})}\n\n".encode()
+        )
+    assert [e.data for e in plain.events()] == ['{"ok":1}', "bad"]  # no check, no drop
 
 
 def test_the_encoded_cache_stays_bounded() -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ssegate.bindings.sse.source import EventCheck
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener, UnknownTopic
+from ssegate.models.topics import ValueView
 from ssegate.sse.encoder import encode_event
 from ssegate.sse.parser import SseEvent, SseIdOnly, SseParser
 
@@ -101,9 +103,16 @@ class TopicLog:
                 listener.on_messages(batch)
         return subscription
 
+    def value_text(self, topic: str) -> ValueView | None:
+        """No topic has a value view here: values go out as UTF-8 text."""
+        return None
+
 
 class WireSink:
-    """An SseSink that keeps the bytes a client would receive."""
+    """An SseSink that keeps the bytes a client would receive (no check, no timestamps)."""
+
+    timestamps = False
+    check: EventCheck | None = None
 
     def __init__(self) -> None:
         self.wire = bytearray()

@@ -4,26 +4,26 @@
 versions offered, and the handler behind every route's exit. :meth:`HttpServer.dispatch` is the
 one place a request is decided: a CORS preflight is answered here, a refused origin gets 403,
 then ``options.authorization`` looks up each guard's credentials (cookie, header, query) and
-leaves what the guard made of them in ``request.identities`` (a token whose ``kid`` is unknown
-waits, without blocking the connection, for the guard's bounded key-set refetch). A challenge
-answer (``POST``, ``content-type: application/x-challenge-response``) is answered then, before
-any route, as Zilla does: the fresh token extends the streams its guard keeps authorized
-(:mod:`ssegate.guards.streams`), 204, or the answer is 401/403 with the reason. Routes are
-then tried in order: the first whose ``when`` matches and whose ``guarded`` accepts the
-identities (role expressions evaluated for this request) answers, on a stream that adds the
-CORS response headers, and its guards keep authorized the stream the request opens; when
-routes matched but only their guards refused, the answer is 401 (no credentials) or 403 (bad
+leaves what the guard (:class:`~ssegate.guards.guard.Guard`, whatever its type) made of them in
+``request.identities`` (credentials their guard may accept once refreshed, such as a token whose
+``kid`` is unknown, wait for the guard's bounded refresh without blocking the connection). A
+challenge answer (``POST``, ``content-type: application/x-challenge-response``) is answered
+then, before any route, as Zilla does: the fresh token extends the streams its guard keeps
+authorized (:mod:`ssegate.guards.streams`), 204, or the answer is 401/403 with the reason.
+Routes are then tried in order: the first whose ``when`` matches and whose ``guarded`` accepts
+the identities (role expressions evaluated for this request) answers, on a stream that adds the
+CORS response headers, and its guards keep authorized the stream the request opens; when routes
+matched but only their guards refused, the answer is 401 (no credentials) or 403 (bad
 credentials, missing roles) with ``www-authenticate``; no route is 404. The route's exit gets
 the request with ``options.overrides`` set on it (:mod:`ssegate.bindings.http.overrides`), and
 only once it is held to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that
 fails its rule is answered 400 (413 for a body too large to check) naming what failed and the
-rule's config path, logged, counted in ``http.requests.invalid``, and never handed to the
-exit. Bodies arrive
-complete (the protocols buffer them up to ``HttpLimits.max_body_bytes``), so ``content`` is
-checked before the exit sees the request. A handler that raises becomes a 500 and one log line,
-and so does any other exception on the way (a guard that fails other than by refusing the
-token, say): nothing a request causes escapes into the connection's protocol callbacks. Every
-exchange is measured and logged when its stream closes.
+rule's config path, logged, counted in ``http.requests.invalid``, and never handed to the exit.
+Bodies arrive complete (the protocols buffer them up to ``HttpLimits.max_body_bytes``), so
+``content`` is checked before the exit sees the request. A handler that raises becomes a 500 and
+one log line, and so does any other exception on the way (a guard that fails other than by
+refusing the token, say): nothing a request causes escapes into the connection's protocol
+callbacks. Every exchange is measured and logged when its stream closes.
 """
 
 from __future__ import annotations
@@ -46,11 +46,17 @@ from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
-from ssegate.engine.context import BuildContext
+from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.exchange import HttpHandler, Request, ResponseStream, simple_response
-from ssegate.guards import CredentialsRejected, Refusal, answer_refusal, check_guarded
+from ssegate.guards import (
+    CredentialsRejected,
+    Guard,
+    Identity,
+    Refusal,
+    answer_refusal,
+    check_guarded,
+)
 from ssegate.guards.credentials import CredentialsLookup
-from ssegate.guards.jwt import JwtIdentity, TokenRejected
 from ssegate.guards.streams import is_challenge_answer
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
@@ -115,12 +121,20 @@ class ObservedStream:
         self._stream.on_drain(callback)
 
 
+HTTP_HANDLER: ExitKind[HttpHandler] = ExitKind(
+    HttpHandler,
+    "a binding that answers HTTP requests (an sse server, an http-filesystem proxy,"
+    " an asyncapi server)",
+)
+"""What an http server route exits to."""
+
+
 class GuardCredentials:
     """One entry of ``options.authorization``: a built guard and where its credentials are."""
 
     __slots__ = ("guard", "lookup", "name")
 
-    def __init__(self, name: str, guard: Any, lookup: CredentialsLookup) -> None:
+    def __init__(self, name: str, guard: Guard, lookup: CredentialsLookup) -> None:
         self.name = name
         self.guard = guard
         self.lookup = lookup
@@ -142,11 +156,12 @@ class HttpServer:
         authorization: list[GuardCredentials] | None = None,
         requests: RequestRules | None = None,
         overrides: HeaderOverrides | None = None,
+        guards: dict[str, Guard] | None = None,
     ) -> None:
         self.name = name
         self.authorization = authorization or []
-        self.guards = {entry.name: entry.guard for entry in self.authorization}
-        """The guards of ``options.authorization``, by name (their routes' guards are these)."""
+        self.guards = {**(guards or {}), **{e.name: e.guard for e in self.authorization}}
+        """The built guards of ``options.authorization`` and of the routes, by name."""
         self.overrides = overrides
         """``options.overrides``: headers set on the request handed to an exit."""
         self.credentials_hints = {entry.name: entry.lookup.hint() for entry in self.authorization}
@@ -249,16 +264,22 @@ class HttpServer:
         keeps authorized (204), or the answer says why not (401/403)."""
         extended = 0
         for entry in self.authorization:
-            refusal = check_guarded(request.identities, {entry.name: ()})
+            refusal = check_guarded(request.identities, {entry.name: ()}, self.guards)
             fresh = request.identities.get(entry.name)
-            if refusal is None and isinstance(fresh, JwtIdentity):
+            if refusal is None and isinstance(fresh, Identity):
                 count, reason = entry.guard.streams.answer(
                     fresh, connection_id=request.connection_id, http2=request.version == "2"
                 )
                 if count:
                     extended += count
                     continue
-                refusal = Refusal(403, entry.name, reason or "nothing to extend", "invalid_token")
+                refusal = Refusal(
+                    403,
+                    entry.name,
+                    reason or "nothing to extend",
+                    "invalid_token",
+                    scheme=entry.guard.scheme,
+                )
             if refusal is not None:
                 answer_refusal(observed, refusal, binding=self.name, request=request)
                 return
@@ -317,36 +338,31 @@ class HttpServer:
     def _authorize(self, request: Request, *, may_wait: bool) -> asyncio.Future[None] | None:
         """Fill ``request.identities`` from the configured guards' credentials.
 
-        Returns a key-set fetch to wait for (then call again with ``may_wait=False``) when a
-        token names a ``kid`` its guard does not hold yet and may fetch; else ``None``. The
-        token itself is never logged.
+        Returns a guard's refresh to wait for (then call again with ``may_wait=False``) when
+        it rejected credentials it may accept once refreshed (a token naming a ``kid`` it does
+        not hold yet); else ``None``. The credentials themselves are never logged.
         """
         request.credentials_hints = self.credentials_hints
         for entry in self.authorization:
-            token = entry.lookup.find(request)
-            if token is None:
+            credentials = entry.lookup.find(request)
+            if credentials is None:
                 continue
-            try:
-                request.identities[entry.name] = entry.guard.authenticate(token)
-            except TokenRejected as exc:
-                if exc.unknown_kid is not None and may_wait:
-                    waiting: asyncio.Future[None] | None = entry.guard.key_refresh()
+            outcome = entry.guard.authorize(credentials)
+            if isinstance(outcome, CredentialsRejected):
+                if outcome.refreshable and may_wait:
+                    waiting = entry.guard.refresh()
                     if waiting is not None:
                         return waiting
-                reason = exc.reason
-                key_error = getattr(entry.guard.keys, "last_error", None)
-                if exc.unknown_kid is not None and key_error:
-                    reason += f" (the key set could not be fetched: {key_error})"
-                request.identities[entry.name] = CredentialsRejected(reason)
                 self.metrics.inc("ssegate.guard.rejected", self.name)
                 log.warning(
                     "http.credentials_rejected",
                     binding=self.name,
                     guard=entry.name,
-                    reason=reason,
+                    reason=outcome.reason,
                     path=request.path,
                     remote=request.remote,
                 )
+            request.identities[entry.name] = outcome
         return None
 
     def _measure(self, request: Request, body: bytes, observed: ObservedStream) -> None:
@@ -433,13 +449,8 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
     handlers: dict[str, HttpHandler] = {}
     for route in routes.routes:
         if route.exit and route.exit not in handlers:
-            handler = ctx.exit(route.exit)
-            if not callable(getattr(handler, "handle", None)):
-                raise ConfigError(
-                    f"{route.path or binding.path}.exit",
-                    f"'{route.exit}' cannot answer HTTP requests",
-                )
-            handlers[route.exit] = handler
+            where = f"{route.path or binding.path}.exit"
+            handlers[route.exit] = ctx.exit(route.exit, HTTP_HANDLER, where)
     authorization = [
         GuardCredentials(
             guard,
@@ -468,4 +479,5 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
         overrides=HeaderOverrides.parse(
             options.get("overrides"), f"{binding.path}.options.overrides"
         ),
+        guards={name: ctx.guard(name) for route in routes.routes for name in route.guarded},
     )

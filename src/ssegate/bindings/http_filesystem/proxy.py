@@ -25,24 +25,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
-from ssegate.engine.context import BuildContext
+from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.engine.templates import MissingTemplateValue, Template
-from ssegate.guards import Refusal, answer_refusal
+from ssegate.guards import Guard, Refusal, answer_refusal
 from ssegate.guards.guarded import Guarded
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
 
+@runtime_checkable
 class FileServer(Protocol):
     """What an http-filesystem route exits to (a ``filesystem`` server)."""
 
     def serve(self, rel_path: str, request: Request, stream: ResponseStream) -> None: ...
+
+
+FILE_SERVER: ExitKind[FileServer] = ExitKind(FileServer, "a filesystem server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +84,17 @@ class HttpFilesystemProxy:
     """Picks a route by path and hands the mapped file path to the filesystem server."""
 
     def __init__(
-        self, name: str, routes: list[FilesystemRoute], metrics: Metrics | None = None
+        self,
+        name: str,
+        routes: list[FilesystemRoute],
+        metrics: Metrics | None = None,
+        guards: Mapping[str, Guard] | None = None,
     ) -> None:
         self.name = name
         self.routes = routes
         self.metrics = metrics or Metrics()
+        self.guards = guards or {}
+        """The built guards of the guarded routes, by name."""
 
     def handle(self, request: Request, body: bytes, stream: ResponseStream) -> None:
         refusal: Refusal | None = None
@@ -92,7 +102,7 @@ class HttpFilesystemProxy:
             params = route.match(request)
             if params is None:
                 continue
-            refused = route.guarded.check(request)
+            refused = route.guarded.check(request, self.guards)
             if refused is None:
                 break
             refusal = refusal or refused
@@ -161,9 +171,7 @@ def _compile_route(route: Route, path: str, ctx: BuildContext) -> FilesystemRout
             )
     if not route.exit:
         raise ConfigError(f"{path}.exit", "an http-filesystem route needs an exit")
-    exit_ = ctx.exit(route.exit)
-    if not callable(getattr(exit_, "serve", None)):
-        raise ConfigError(f"{path}.exit", f"'{route.exit}' is not a filesystem server")
+    exit_ = ctx.exit(route.exit, FILE_SERVER, f"{path}.exit")
     guarded = Guarded.compile(route.guarded, f"{path}.guarded")
     return FilesystemRoute(conditions, template, exit_, path, guarded)
 
@@ -177,4 +185,5 @@ def build(binding: Binding, ctx: BuildContext) -> HttpFilesystemProxy:
         routes.append(_compile_route(Route(exit=binding.exit), f"{binding.path}.exit", ctx))
     if not routes:
         raise ConfigError(f"{binding.path}.routes", "an http-filesystem proxy needs a route")
-    return HttpFilesystemProxy(binding.name, routes, ctx.metrics)
+    guards = {name: ctx.guard(name) for route in routes for name in route.guarded}
+    return HttpFilesystemProxy(binding.name, routes, ctx.metrics, guards)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ssegate.bindings.kafka.cache_server import KafkaCacheServer
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
-from ssegate.engine.context import BuildContext
+from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription
 from ssegate.models.topics import TopicModels, ValueView
 
@@ -49,12 +49,13 @@ class KafkaCacheClient:
         """Nothing of its own to stop: the cache server it exits to owns the fetch thread."""
 
 
+CACHE_SERVER: ExitKind[KafkaCacheServer] = ExitKind(KafkaCacheServer, "a kafka cache_server")
+
+
 def build(binding: Binding, ctx: BuildContext) -> KafkaCacheClient:
     if binding.exit is None:
         raise ConfigError(f"{binding.path}.exit", "a kafka cache_client exits to a cache_server")
-    server = ctx.exit(binding.exit)
-    if not isinstance(server, KafkaCacheServer):
-        raise ConfigError(f"{binding.path}.exit", f"'{binding.exit}' is not a kafka cache_server")
+    server = ctx.exit(binding.exit, CACHE_SERVER, f"{binding.path}.exit")
     where = f"{binding.path}.options.topics"
     views: dict[str, ValueView] = {}
     for index, entry in enumerate(binding.options.get("topics") or ()):

@@ -72,7 +72,7 @@ from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_
 from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
-from ssegate.engine.context import BuildContext
+from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription, UnknownTopic
 from ssegate.models.topics import build_topic_checks
 from ssegate.telemetry import log
@@ -369,14 +369,15 @@ class KafkaCacheServer:
             await asyncio.get_running_loop().run_in_executor(None, self._fetcher.stop)
 
 
+KAFKA_CLIENT: ExitKind[KafkaClient] = ExitKind(KafkaClient, "a kafka client")
+
+
 def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
     options = binding.options
     where = f"{binding.path}.options"
     if binding.exit is None:
         raise ConfigError(f"{binding.path}.exit", "a kafka cache_server exits to a kafka client")
-    client = ctx.exit(binding.exit)
-    if not isinstance(client, KafkaClient):
-        raise ConfigError(f"{binding.path}.exit", f"'{binding.exit}' is not a kafka client")
+    client = ctx.exit(binding.exit, KAFKA_CLIENT, f"{binding.path}.exit")
     topics = list(options.get("topics") or ())
     defaults: dict[str, DefaultOffset] = {}
     for topic in topics:

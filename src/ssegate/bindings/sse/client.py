@@ -50,7 +50,7 @@ import asyncio
 import random
 from typing import Any
 
-from ssegate.bindings.http.client import ClientStream, HttpClient
+from ssegate.bindings.http.client import HTTP_CLIENT, ClientStream, HttpClient
 from ssegate.bindings.http.request_head import RequestRefused
 from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse.upstream import FanoutMember, UpstreamFanout, UpstreamItem
@@ -376,9 +376,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseClient:
         raise ConfigError(f"{binding.path}.options.retry", f"{retry!r} is not milliseconds")
     if not binding.exit:
         raise ConfigError(f"{binding.path}.exit", "an sse client needs an http client exit")
-    http = ctx.exit(binding.exit)
-    if not isinstance(http, HttpClient):
-        raise ConfigError(f"{binding.path}.exit", f"'{binding.exit}' is not an http client")
+    http = ctx.exit(binding.exit, HTTP_CLIENT, f"{binding.path}.exit")
     return SseClient(
         binding.name, http, ctx.metrics, retry_ms=retry, retry_configured="retry" in options
     )

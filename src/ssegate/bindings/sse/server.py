@@ -22,8 +22,9 @@ epoch, in lower-case hex>``, as Zilla writes it.
 Options, Zilla's first then ssegate's own:
 
 - ``retry`` (ms): written once as ``retry:<ms>`` at stream start, only when configured.
-- ``requests[]{path, content}``: events on a matching path are checked by a validator built
-  from ``content``; an invalid event is dropped (its id still moves the client's cursor).
+- ``requests[]{path, content}``: events on a matching path are checked against the model
+  ``content`` names (:mod:`ssegate.bindings.sse.checks`), whichever source they come from; an
+  invalid event is dropped (its id still moves the client's cursor), logged and counted.
 - ``keepalive`` (seconds, default 15, ``0`` off): the comment ``:`` after that much idle time,
   or ``id:<resume point>`` when the source's resume point moved without an event.
   One :class:`StreamSweep` timer per process visits every open stream; there is no timer
@@ -55,15 +56,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ssegate.bindings.http.routing import Pattern
+from ssegate.bindings.sse.checks import ContentCheck, compile_checks
 from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
-from ssegate.bindings.sse.source import SseSource, Subscription
-from ssegate.config.errors import ConfigError, NotSupportedYet
+from ssegate.bindings.sse.source import SSE_SOURCE, EventCheck, SseSource, Subscription
+from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
-from ssegate.guards import answer_refusal
+from ssegate.guards import Guard, Identity, answer_refusal
 from ssegate.guards.guarded import Guarded
-from ssegate.guards.jwt import JwtIdentity
 from ssegate.guards.streams import StreamAuthorization, keep_authorized
 from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
@@ -74,9 +75,6 @@ DEFAULT_MAX_BUFFERED = 1024 * 1024
 DEFAULT_SLOW_CLIENT_TIMEOUT = 10.0
 STALL_MARK = 64 * 1024
 """Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
-
-Validator = Callable[[str], str | None]
-"""Returns ``None`` for valid event data, else the reason it is invalid."""
 
 STREAM_HEADERS = [
     ("content-type", "text/event-stream"),
@@ -185,10 +183,10 @@ class DownstreamStream:
     """One downstream SSE response: the :class:`SseSink` a source writes into."""
 
     __slots__ = (
+        "_check",
         "_server",
         "_state",
         "_stream",
-        "_validator",
         "_wrote",
         "authorization",
         "idle_since",
@@ -206,7 +204,7 @@ class DownstreamStream:
         server: SseServer,
         stream: ResponseStream,
         remote: str,
-        validator: Validator | None,
+        check: EventCheck | None,
         *,
         timestamps: bool = False,
     ) -> None:
@@ -214,7 +212,7 @@ class DownstreamStream:
         self.timestamps = timestamps
         """The client asked for ``ext=timestamp``: events carry ``timestamp:`` lines."""
         self._stream = stream
-        self._validator = validator
+        self._check = check
         self._state = _PENDING
         self._wrote = False
         self.idle_since = 0.0
@@ -237,9 +235,9 @@ class DownstreamStream:
         return self._state == _CLOSED or self._stream.closed
 
     @property
-    def validates(self) -> bool:
-        """Events are checked before they are sent: a source must use :meth:`event` for them."""
-        return self._validator is not None
+    def check(self) -> EventCheck | None:
+        """The ``requests[].content`` check of this stream's path, if any."""
+        return self._check
 
     def open(self) -> None:
         if self._state != _PENDING or self._stream.closed:
@@ -267,10 +265,11 @@ class DownstreamStream:
     ) -> None:
         if self._state == _CLOSED:
             return
-        if data is not None and self._validator is not None:
-            reason = self._validator(data)
+        check = self._check
+        if data is not None and check is not None:
+            reason = check(data)
             if reason is not None:
-                self._server.invalid_event(self.remote, id, reason)
+                check.refused(reason, remote=self.remote, id=id)
                 if id is None:
                     return
                 data = event = None
@@ -424,9 +423,9 @@ class SseServer:
         initial_comment: str | None = None,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
         slow_client_timeout: float = DEFAULT_SLOW_CLIENT_TIMEOUT,
-        validators: list[tuple[Pattern, Validator]] | None = None,
+        checks: list[tuple[Pattern, ContentCheck]] | None = None,
         sweep: StreamSweep | None = None,
-        guards: dict[str, Any] | None = None,
+        guards: dict[str, Guard] | None = None,
     ) -> None:
         self.name = name
         self.guards = guards or {}
@@ -438,7 +437,8 @@ class SseServer:
         self.max_buffered = max_buffered
         self.slow_client_timeout = slow_client_timeout
         self.stall_mark = min(STALL_MARK, max_buffered // 2)
-        self.validators = validators or []
+        self.checks = checks or []
+        """``requests[].content``: the check of the first entry whose path matches."""
         self.sweep = sweep if sweep is not None else shared_sweep()
         preamble = b""
         if retry is not None:
@@ -472,9 +472,9 @@ class SseServer:
             self.metrics.inc("stream.errors.sent", self.name)
             answer_refusal(stream, refusal, binding=self.name, request=request)
             return
-        validator = next((v for p, v in self.validators if p.match(path) is not None), None)
+        check = next((c for p, c in self.checks if p.match(path) is not None), None)
         sink = DownstreamStream(
-            self, stream, request.remote, validator, timestamps=wants_timestamps(request)
+            self, stream, request.remote, check, timestamps=wants_timestamps(request)
         )
         stream.on_close(sink.stream_closed)
         try:
@@ -490,7 +490,7 @@ class SseServer:
         grants = [
             (guard, grant)
             for name, guard in request.authorized_by.items()
-            if isinstance(grant := request.identities.get(name), JwtIdentity)
+            if isinstance(grant := request.identities.get(name), Identity)
         ]
         if grants:
             sink.authorization = keep_authorized(
@@ -519,32 +519,11 @@ class SseServer:
         )
         self.metrics.inc("ssegate.sse.slow_clients", self.name, reason=reason)
 
-    def invalid_event(self, remote: str, id: str | None, reason: str) -> None:
-        log.warning("sse.invalid_event", binding=self.name, remote=remote, id=id, reason=reason)
-        self.metrics.inc("ssegate.sse.invalid_events", self.name)
-
 
 def wants_timestamps(request: Request) -> bool:
     """The client asked for ``text/event-stream;ext=timestamp`` (Zilla's test: the ``accept``
     header holds ``ext=timestamp``)."""
     return "ext=timestamp" in request.headers.get("accept", "")
-
-
-def _model_validator(content: dict[str, Any], path: str, ctx: BuildContext) -> Validator:
-    from ssegate.models import build_model
-
-    catalogs = ctx.catalogs if content.get("catalog") else None
-    validate = build_model(content, path, catalogs).validate
-    return lambda data: validate(data.encode())
-
-
-VALIDATOR_FACTORIES: dict[str, Callable[[dict[str, Any], str, BuildContext], Validator]] = {
-    "json": _model_validator,
-    "avro": _model_validator,
-    "protobuf": _model_validator,
-    "string": _model_validator,
-}
-"""``requests[].content.model`` → validator factory (:mod:`ssegate.models`, with catalogs)."""
 
 
 def build(binding: Binding, ctx: BuildContext) -> SseServer:
@@ -565,7 +544,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
     for route in binding.routes:
         if not route.exit:
             continue
-        source = ctx.exit(route.exit)
+        source = ctx.exit(route.exit, SSE_SOURCE, f"{route.path or binding.path}.exit")
         patterns: list[Pattern | None] = [
             Pattern.compile(str(w["path"]), f"{route.path}.when[{i}].path")
             for i, w in enumerate(route.when)
@@ -574,21 +553,10 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         guarded = Guarded.compile(route.guarded, f"{route.path}.guarded")
         routes.extend(SseRoute(p, source, guarded) for p in patterns)
     if binding.exit:
-        routes.append(SseRoute(None, ctx.exit(binding.exit), Guarded()))
+        source = ctx.exit(binding.exit, SSE_SOURCE, f"{binding.path}.exit")
+        routes.append(SseRoute(None, source, Guarded()))
     guards = {g: ctx.guard(g) for route in routes for g in route.guarded}
-    validators: list[tuple[Pattern, Validator]] = []
-    for index, entry in enumerate(options.get("requests") or []):
-        entry_where = f"{where}.requests[{index}]"
-        content = entry.get("content")
-        if content is None:
-            continue
-        model = content.get("model") if isinstance(content, dict) else content
-        factory = VALIDATOR_FACTORIES.get(str(model))
-        if factory is None:
-            raise NotSupportedYet(f"{entry_where}.content", f"model '{model}' is not supported yet")
-        config = content if isinstance(content, dict) else {"model": model}
-        pattern = Pattern.compile(str(entry.get("path", "*")), f"{entry_where}.path")
-        validators.append((pattern, factory(config, f"{entry_where}.content", ctx)))
+    checks = compile_checks(options.get("requests"), f"{where}.requests", binding.name, ctx)
     return SseServer(
         binding.name,
         routes,
@@ -598,7 +566,7 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         initial_comment=initial_comment,
         max_buffered=int(max_buffered or DEFAULT_MAX_BUFFERED),
         slow_client_timeout=float(slow_client_timeout or 0),
-        validators=validators,
+        checks=checks,
         guards=guards,
     )
 

@@ -1,9 +1,10 @@
 """The contract between the ``sse`` server and what it exits to.
 
-The sse server owns the downstream response: its headers, the wire format, keep-alives and the
-slow-client policy. What it exits to (the ``sse`` client that proxies an upstream SSE server,
-later the ``sse-kafka`` proxy) is an :class:`SseSource`: given a request and the resume
-position it starts delivering events into an :class:`SseSink` until the
+The sse server owns the downstream response: its headers, the wire format, keep-alives, the
+slow-client policy and the check of its ``requests[].content`` model. What it exits to (the
+``sse`` client that proxies an upstream SSE server, the ``sse-kafka`` proxy) is an
+:class:`SseSource` (:data:`SSE_SOURCE`, checked when the graph is built): given a request and
+the resume position it starts delivering events into an :class:`SseSink` until the
 :class:`Subscription` is cancelled.
 
 Rules both sides keep:
@@ -17,13 +18,32 @@ Rules both sides keep:
   ``sink.closed`` is true (the client went away, was too slow, or the stream ended) the source
   should stop; the server also cancels the subscription then.
 - ``subscribe`` may call ``sink.fail`` before it returns (an immediate refusal).
+- Events must pass the sink's :attr:`SseSink.check` when it has one. :meth:`SseSink.event`
+  applies it itself. Bytes given to :meth:`SseSink.write_encoded` are written as they are, so a
+  source that encodes once for many sinks checks each event once (not once per sink), writes
+  the id-only block ``id:<id>`` and a blank line in place of an event that failed (its id still
+  moves the client's cursor, as :meth:`SseSink.event` does), and reports the failure once
+  through :meth:`EventCheck.refused`. Sinks with different checks never share bytes.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
+
+
+class EventCheck(Protocol):
+    """A check every event's data must pass before it reaches a client (an sse server's
+    ``requests[].content`` model). Compared by identity: sinks on the same path share one."""
+
+    def __call__(self, data: str) -> str | None:
+        """``None`` when ``data`` is valid, else the reason it is not."""
+
+    def refused(self, reason: str, **context: object) -> None:
+        """Log and count one event that failed (``context``: where it came from, for the
+        log line). Called once per event, not once per client."""
 
 
 class SseSink(Protocol):
@@ -49,7 +69,12 @@ class SseSink(Protocol):
         """
 
     def write_encoded(self, data: bytes) -> None:
-        """Send bytes already encoded as whole SSE blocks (shared by many subscribers)."""
+        """Send bytes already encoded as whole SSE blocks (shared by many subscribers), as
+        they are: every event in them passed :attr:`check` (see the module's rules)."""
+
+    @property
+    def check(self) -> EventCheck | None:
+        """The check events must pass before they reach this client; ``None``: none."""
 
     @property
     def timestamps(self) -> bool:
@@ -83,8 +108,14 @@ class Subscription(Protocol):
         over by a filter) returns it here once per move."""
 
 
+@runtime_checkable
 class SseSource(Protocol):
     """What an sse server route exits to."""
 
     def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
         """Start delivering events for ``request`` after ``last_event_id`` into ``sink``."""
+
+
+SSE_SOURCE: ExitKind[SseSource] = ExitKind(
+    SseSource, "an sse source (an sse client or an sse-kafka proxy)"
+)

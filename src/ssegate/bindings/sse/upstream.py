@@ -9,9 +9,9 @@ stream would.
 A member is *in step* when its client's last event id is the fanout's: it takes the shared
 bytes. A member that is not in step (it joined without an id while the fanout's id is set) gets
 its next items through :meth:`SseSink.event` with the id written out, and is in step after that.
-A sink that checks each event (:attr:`DownstreamStream.validates`, a ``requests[].content``
-model) always gets its items one by one through :meth:`SseSink.event`, so the check still runs,
-and so does one whose client asked for ``ext=timestamp``: its events carry the moment they
+A sink that checks each event (:attr:`SseSink.check`, a ``requests[].content`` model) always
+gets its items one by one through :meth:`SseSink.event`, which applies the check, and so does
+one whose client asked for ``ext=timestamp``: its events carry the moment they
 reached the gateway. An event is relayed with its ``event:`` field as the upstream wrote it
 (``event:`` with no type stays so).
 
@@ -42,8 +42,8 @@ class FanoutMember:
     def __init__(self, fanout: UpstreamFanout, sink: SseSink, client_id: str) -> None:
         self.fanout = fanout
         self.sink = sink
-        self.timestamps = bool(getattr(sink, "timestamps", False))
-        self.own_encoding = self.timestamps or bool(getattr(sink, "validates", False))
+        self.timestamps = sink.timestamps
+        self.own_encoding = self.timestamps or sink.check is not None
         """The sink checks each event or wants ``timestamp:`` lines: it never shares bytes."""
         self.client_id = client_id
         """The last event id this downstream's client holds (kept for members not in step)."""

@@ -6,7 +6,8 @@ path), checks the route's ``guarded`` (whose guards then keep the stream authori
 sse server's routes: :mod:`ssegate.guards.streams`), reads the client's last event id into a
 start offset per partition, renders ``with.topic`` and ``with.filters`` for this request, and
 subscribes a :class:`~ssegate.bindings.sse_kafka.subscriber.TopicSubscriber` to the route's
-exit, a :class:`~ssegate.kafka.topics.TopicSource` (the ``kafka`` cache_client).
+exit, a :class:`KafkaTopics` (the ``kafka`` cache_client; :data:`KAFKA_TOPICS`, checked when
+the graph is built).
 
 Answers before the stream starts:
 
@@ -16,8 +17,8 @@ Answers before the stream starts:
 - a topic that does not exist, or a rendered topic name Kafka cannot have → **404**.
 
 The events' ``data:`` is the topic's value view when the exit has one
-(:meth:`~ssegate.bindings.kafka.cache_client.KafkaCacheClient.value_text`, asked once per
-subscription): e.g. an ``avro`` value with ``view: json`` reaches the client as JSON text.
+(:meth:`KafkaTopics.value_text`, asked once per subscription): e.g. an ``avro`` value with
+``view: json`` reaches the client as JSON text.
 
 Partitions named in the id resume at their next offset; the others start where the cache's
 default for the topic says (``historical`` unless the cache is told otherwise).
@@ -45,9 +46,10 @@ from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
 from ssegate.bindings.sse_kafka.subscriber import SubscriberStats, TopicSubscriber
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
-from ssegate.engine.context import BuildContext
+from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.exchange import Request
 from ssegate.engine.templates import MissingTemplateValue, Template
+from ssegate.guards import Guard
 from ssegate.guards.guarded import Guarded
 from ssegate.kafka.topics import TopicSource, UnknownTopic
 from ssegate.models.topics import ValueView
@@ -58,16 +60,15 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 @runtime_checkable
-class ValueViews(Protocol):
-    """A topic source that knows how each topic's values become SSE text (the kafka cache
-    client, from its ``topics[].value`` models)."""
+class KafkaTopics(TopicSource, Protocol):
+    """What an sse-kafka route exits to: a topic source that also says how each topic's values
+    become SSE text (the kafka cache client, from its ``topics[].value`` models)."""
 
-    def value_text(self, topic: str) -> ValueView | None: ...
+    def value_text(self, topic: str) -> ValueView | None:
+        """``topic``'s value view, or ``None``: the value goes out as UTF-8 text."""
 
 
-def value_view_of(source: TopicSource, topic: str) -> ValueView | None:
-    """``topic``'s value view at ``source``, or ``None``: the value goes out as UTF-8 text."""
-    return source.value_text(topic) if isinstance(source, ValueViews) else None
+KAFKA_TOPICS: ExitKind[KafkaTopics] = ExitKind(KafkaTopics, "a kafka cache_client")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ class SseKafkaRoute:
     topic: Template
     filters: FilterTemplate | None
     id_format: EventIdFormat
-    source: TopicSource
+    source: KafkaTopics
     guarded: Guarded
 
     def match(self, path: str) -> dict[str, str] | None:
@@ -110,7 +111,7 @@ class SseKafkaProxy:
         name: str,
         routes: list[SseKafkaRoute],
         metrics: Metrics,
-        guards: dict[str, Any] | None = None,
+        guards: dict[str, Guard] | None = None,
     ) -> None:
         self.name = name
         self.routes = routes
@@ -166,7 +167,7 @@ class SseKafkaProxy:
             binding=self.name,
             metrics=self.metrics,
             stats=self.stats,
-            view=value_view_of(route.source, topic),
+            view=route.source.value_text(topic),
             shared=self.shared,
         )
         try:
@@ -212,7 +213,7 @@ def _id_format(with_: dict[str, Any], where: str) -> EventIdFormat:
     raise ConfigError(f"{where}.event.id", f"must be {choices}")
 
 
-def compile_route(route: Route, source: TopicSource, where: str) -> SseKafkaRoute:
+def compile_route(route: Route, source: KafkaTopics, where: str) -> SseKafkaRoute:
     """Compile one route of an sse-kafka binding found at YAML path ``where``."""
     patterns = tuple(
         Pattern.compile(str(entry.get("path")), f"{where}.when[{index}].path")
@@ -260,9 +261,11 @@ def build(binding: Binding, ctx: BuildContext) -> SseKafkaProxy:
         where = route.path or f"{binding.path}.routes[{index}]"
         if not route.exit:
             raise ConfigError(f"{where}.exit", "an sse-kafka route needs an exit")
-        routes.append(compile_route(route, ctx.exit(route.exit), where))
+        source = ctx.exit(route.exit, KAFKA_TOPICS, f"{where}.exit")
+        routes.append(compile_route(route, source, where))
     if binding.exit:
-        fallback = Route(exit=binding.exit, path=f"{binding.path}.exit")
-        routes.append(compile_route(fallback, ctx.exit(binding.exit), f"{binding.path}.exit"))
+        where = f"{binding.path}.exit"
+        fallback = Route(exit=binding.exit, path=where)
+        routes.append(compile_route(fallback, ctx.exit(binding.exit, KAFKA_TOPICS, where), where))
     guards = {name: ctx.guard(name) for route in routes for name in route.guarded}
     return SseKafkaProxy(binding.name, routes, ctx.metrics, guards)

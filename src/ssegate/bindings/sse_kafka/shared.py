@@ -1,11 +1,16 @@
 """What the subscribers of an sse-kafka proxy share, so that per-subscriber work stays small.
 
 - :class:`EncodedMessages`: the ``event:``/``data:`` block of each message, encoded once per
-  process through the topic's value view, by topic, partition and offset.
+  process through the topic's value view, by topic, partition and offset; and, for streams
+  whose sse server checks events (``requests[].content``, an
+  :class:`~ssegate.bindings.sse.source.EventCheck`), the verdict of each check on it, worked
+  out and reported once per message (while it is cached), not once per stream. A message
+  that fails its check is shared as an empty block, so the stream gets its ``id:`` alone (the
+  cursor moves, no event fires). A tombstone carries the key, not a value: it is not checked.
 - :class:`SharedBatches`: the outcome of each batch per :class:`SubscriberShape` (filter, id
-  format, view) and starting progress: the joined SSE blocks, the progress after the batch and
-  the messages skipped at its end. The first subscriber of a group works a batch out; every
-  other one writes the same bytes and adopts the same progress.
+  format, view, timestamps, check) and starting progress: the joined SSE blocks, the progress
+  after the batch and the messages skipped at its end. The first subscriber of a group works a
+  batch out; every other one writes the same bytes and adopts the same progress.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ssegate.bindings.sse.source import EventCheck
 from ssegate.bindings.sse_kafka.event_id import (
     EventIdFormat,
     ProgressSnapshot,
@@ -37,12 +43,32 @@ class EncodedMessage:
     etag: str | None
 
 
+REFUSED_BLOCK = b"\n"
+"""The shared block of a message that failed its check: after ``id:``, the blank line alone."""
+
+
+class _Entry:
+    """One cached message: its shared encoding and, per check asked, what that check made of it."""
+
+    __slots__ = ("encoded", "message", "verdicts", "view")
+
+    def __init__(
+        self, message: KafkaMessage, view: ValueView | None, encoded: EncodedMessage
+    ) -> None:
+        self.message = message
+        self.view = view
+        self.encoded = encoded
+        self.verdicts: dict[EventCheck, EncodedMessage] | None = None
+
+
 class EncodedMessages:
     """A small per-process cache of :class:`EncodedMessage`, by topic, partition and offset.
 
     The cache delivers one message object to every subscriber in turn, so a few thousand
     entries make every subscriber after the first a hit; the oldest entries are evicted first.
     An entry is reused only for the same message object seen through the same value view.
+    With a ``check``, :meth:`get` answers the message as that check lets it through: itself,
+    or (having reported the failure once) its ids with :data:`REFUSED_BLOCK`.
     """
 
     __slots__ = ("_entries", "binding", "capacity", "hits", "metrics", "misses")
@@ -53,25 +79,63 @@ class EncodedMessages:
         self.capacity = capacity
         self.binding = binding
         self.metrics = metrics
-        self._entries: dict[
-            tuple[str, int, int], tuple[KafkaMessage, ValueView | None, EncodedMessage]
-        ] = {}
+        self._entries: dict[tuple[str, int, int], _Entry] = {}
         self.hits = 0
         self.misses = 0
 
-    def get(self, message: KafkaMessage, view: ValueView | None = None) -> EncodedMessage:
+    def get(
+        self,
+        message: KafkaMessage,
+        view: ValueView | None = None,
+        check: EventCheck | None = None,
+    ) -> EncodedMessage:
         where = (message.topic, message.partition, message.offset)
         entry = self._entries.get(where)
-        if entry is not None and entry[0] is message and entry[1] == view:
+        if entry is not None and entry.message is message and entry.view == view:
             self.hits += 1
-            return entry[2]
+            if check is None:
+                return entry.encoded
+            return self._checked(entry, check, None)
         self.misses += 1
-        encoded = encode_message(message, view, binding=self.binding, metrics=self.metrics)
+        value = message.value
+        text = (
+            None if value is None else value_text(message, value, view, self.binding, self.metrics)
+        )
+        entry = _Entry(message, view, _encode(message, text))
         entries = self._entries
-        entries[where] = (message, view, encoded)
+        entries[where] = entry
         if len(entries) > self.capacity:
             del entries[next(iter(entries))]
-        return encoded
+        return entry.encoded if check is None else self._checked(entry, check, text)
+
+    def _checked(self, entry: _Entry, check: EventCheck, text: str | None) -> EncodedMessage:
+        """``entry`` as ``check`` lets it through (``text``: its value's text, if at hand)."""
+        message = entry.message
+        if message.value is None:
+            return entry.encoded
+        verdicts = entry.verdicts
+        if verdicts is None:
+            verdicts = entry.verdicts = {}
+        verdict = verdicts.get(check)
+        if verdict is None:
+            if text is None:
+                text = value_text(message, message.value, entry.view, self.binding, self.metrics)
+            verdict = verdicts[check] = self._judge(message, entry.encoded, text, check)
+        return verdict
+
+    @staticmethod
+    def _judge(
+        message: KafkaMessage, encoded: EncodedMessage, text: str, check: EventCheck
+    ) -> EncodedMessage:
+        """``encoded`` when ``text`` passes ``check``; else report it and answer the ids
+        with :data:`REFUSED_BLOCK`."""
+        reason = check(text)
+        if reason is None:
+            return encoded
+        check.refused(
+            reason, topic=message.topic, partition=message.partition, offset=message.offset
+        )
+        return EncodedMessage(REFUSED_BLOCK, encoded.key64, encoded.etag)
 
 
 def encode_message(
@@ -82,11 +146,16 @@ def encode_message(
     metrics: Metrics | None = None,
 ) -> EncodedMessage:
     """The shared part of ``message``'s SSE block; ``view`` turns its value into ``data:``."""
+    value = message.value
+    return _encode(
+        message, None if value is None else value_text(message, value, view, binding, metrics)
+    )
+
+
+def _encode(message: KafkaMessage, text: str | None) -> EncodedMessage:
+    """``message``'s shared block with ``text`` (its value's text; ``None``: a tombstone)."""
     key64 = encode_key(message.key)
-    if message.value is None:
-        block = encode_event(key64 or "", event="delete")
-    else:
-        block = encode_event(value_text(message, message.value, view, binding, metrics))
+    block = encode_event(key64 or "", event="delete") if text is None else encode_event(text)
     return EncodedMessage(block, key64, etag_text(message.header("etag")))
 
 
@@ -117,7 +186,7 @@ def value_text(
 class SubscriberShape:
     """What, besides its progress, decides the bytes a subscriber writes for a batch."""
 
-    __slots__ = ("_hash", "filter", "id_format", "timestamps", "view")
+    __slots__ = ("_hash", "check", "filter", "id_format", "timestamps", "view")
 
     def __init__(
         self,
@@ -125,13 +194,16 @@ class SubscriberShape:
         id_format: EventIdFormat,
         view: ValueView | None,
         timestamps: bool = False,
+        check: EventCheck | None = None,
     ) -> None:
         self.filter = message_filter
         self.id_format = id_format
         self.view = view
         self.timestamps = timestamps
         """The client asked for ``ext=timestamp``: each event starts with ``timestamp:``."""
-        self._hash = hash((message_filter, id_format, view, timestamps))
+        self.check = check
+        """The check the stream's events must pass (its sse server's ``requests[].content``)."""
+        self._hash = hash((message_filter, id_format, view, timestamps, check))
 
     def __hash__(self) -> int:
         return self._hash
@@ -143,6 +215,7 @@ class SubscriberShape:
             and self.id_format is other.id_format
             and self.view == other.view
             and self.timestamps is other.timestamps
+            and self.check is other.check
         )
 
 
@@ -183,8 +256,9 @@ class SharedBatches:
         id_format: EventIdFormat,
         view: ValueView | None,
         timestamps: bool = False,
+        check: EventCheck | None = None,
     ) -> SubscriberShape:
-        shape = SubscriberShape(message_filter, id_format, view, timestamps)
+        shape = SubscriberShape(message_filter, id_format, view, timestamps, check)
         found = self._shapes.get(shape)
         if found is not None:
             return found

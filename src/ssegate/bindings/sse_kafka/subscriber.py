@@ -19,6 +19,11 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   A view that fails on a value its model accepted is logged and counted
   (``ssegate.sse_kafka.view_failures``) and the event carries the UTF-8 text instead.
 - A tombstone is ``event:delete`` with ``data:`` = base64url(key) (``data:`` for a null key).
+- A stream whose sse server checks events (``requests[].content``: the sink's
+  :attr:`~ssegate.bindings.sse.source.SseSink.check`) gets each message only if it passes that
+  check, worked out and reported once per message with its shared encoding (never per
+  subscriber, and not at all without a check); one that fails is written as its ``id:`` alone,
+  so the client's cursor still moves past it. The check is part of the subscriber's shape.
 - A client that asked for ``ext=timestamp`` gets ``timestamp:0x<hex>`` (the record's timestamp,
   milliseconds since the epoch) before each message's ``id:``; it is part of the subscriber's
   shape, so such clients share their bytes among themselves.
@@ -88,6 +93,7 @@ class TopicSubscriber:
         "_live_partitions",
         "_skipped",
         "binding",
+        "check",
         "encoded",
         "filter",
         "id_format",
@@ -130,9 +136,8 @@ class TopicSubscriber:
         self.stats = stats
         self.view = view
         self.shared = shared if shared is not None else SharedBatches()
-        self.shape = self.shared.shape(
-            message_filter, id_format, view, bool(getattr(sink, "timestamps", False))
-        )
+        self.check = sink.check
+        self.shape = self.shared.shape(message_filter, id_format, view, sink.timestamps, self.check)
         self.interest: Interest | None = (
             message_filter.interest() if message_filter is not None else None
         )
@@ -191,6 +196,7 @@ class TopicSubscriber:
         accepts = self.filter.matches if self.filter is not None else None
         get = self.encoded.get
         view = self.view
+        check = self.check
         id_format = self.id_format
         timestamps = self.shape.timestamps
         out: list[bytes] = []
@@ -201,7 +207,7 @@ class TopicSubscriber:
                 skipped += 1
                 continue
             skipped = 0
-            shared = get(message, view)
+            shared = get(message, view, check)
             event_id = format_event_id(progress.token(), shared.etag, id_format, shared.key64)
             if timestamps:
                 out.append(timestamp_line(message.timestamp_ms))
