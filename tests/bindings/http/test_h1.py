@@ -8,15 +8,15 @@ from collections.abc import Callable
 
 import pytest
 
-from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h1 import Http1Protocol
+from ssegate.bindings.http.types import ConnectionSetup, HttpLimits
 from support.http_servers import ScriptedHandler, read_chunks, read_h1_response, run, serve
 
 
 def _factory(
     handler: ScriptedHandler, limits: HttpLimits | None = None
 ) -> Callable[[], asyncio.Protocol]:
-    return lambda: Http1Protocol(handler.handle, limits or HttpLimits())
+    return lambda: Http1Protocol(ConnectionSetup(handler.handle, limits or HttpLimits()))
 
 
 async def _connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

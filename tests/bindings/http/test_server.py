@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
+from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
 from ssegate.guards.credentials import CredentialsLookup

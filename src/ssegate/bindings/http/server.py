@@ -38,12 +38,12 @@ from ssegate.bindings.http.connection import (
     ALL_VERSIONS,
     ConnectionRegistry,
     HttpConnectionProtocol,
-    HttpLimits,
 )
 from ssegate.bindings.http.cors import AccessControl
 from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
+from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
