@@ -45,7 +45,8 @@ from ssegate.bindings.http.request_head import (
     http1_request,
     http2_request,
 )
-from ssegate.bindings.tcp.client import require_address
+from ssegate.bindings.tcp.client import TcpClient, require_address
+from ssegate.bindings.tls.client import TlsClient
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
@@ -361,22 +362,19 @@ class HttpClient:
         self,
         name: str,
         versions: tuple[str, ...],
-        exit: Any,
+        tcp: TcpClient,
         metrics: Metrics,
         limits: HeadLimits | None = None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.name = name
         self.versions = versions
         self.metrics = metrics
         self.limits = limits or HeadLimits()
-        ssl_context = getattr(exit, "ssl_context", None)
-        self._ssl = ssl_context
-        self._tcp = exit.exit if ssl_context is not None else exit
-        hostname = getattr(exit, "server_hostname", None)
-        self._server_hostname: str | None = (
-            hostname(self._tcp.host) if callable(hostname) else hostname
-        )
-        self.scheme = "https" if ssl_context is not None else "http"
+        self._tcp = tcp
+        self._ssl = tls.ssl_context if tls is not None else None
+        self._server_hostname = tls.server_hostname(tcp.host) if tls is not None else None
+        self.scheme = "https" if tls is not None else "http"
 
     @property
     def default_authority(self) -> str:
@@ -451,18 +449,19 @@ def build(binding: Binding, ctx: BuildContext) -> HttpClient:
     if not binding.exit:
         raise ConfigError(f"{binding.path}.exit", "an http client needs an exit")
     exit_obj = ctx.exit(binding.exit)
-    inner = getattr(exit_obj, "exit", None)
-    if getattr(exit_obj, "ssl_context", None) is not None and isinstance(inner, str):
-        tcp = require_address(ctx.exit(inner))
-        exit_obj = _TlsExit(exit_obj.ssl_context, exit_obj.server_hostname, tcp)
-    else:
-        exit_obj = require_address(exit_obj)
+    tls = exit_obj if isinstance(exit_obj, TlsClient) else None
+    if tls is not None:
+        exit_obj = ctx.exit(tls.exit)
+    if not isinstance(exit_obj, TcpClient):
+        where = f"bindings.{tls.name}.exit" if tls is not None else f"{binding.path}.exit"
+        raise ConfigError(where, "an http client connects through a tls or tcp client")
+    tcp = require_address(exit_obj)
     ordered = tuple(v for v in VERSIONS if v in versions)
     limits = HeadLimits(
         _positive(options, "max-head-bytes", binding.path, DEFAULT_MAX_HEAD_BYTES),
         _positive(options, "max-headers", binding.path, DEFAULT_MAX_HEADERS),
     )
-    return HttpClient(binding.name, ordered, exit_obj, ctx.metrics, limits)
+    return HttpClient(binding.name, ordered, tcp, ctx.metrics, limits, tls)
 
 
 def _positive(options: dict[str, Any], key: str, path: str, default: int) -> int:
@@ -470,15 +469,3 @@ def _positive(options: dict[str, Any], key: str, path: str, default: int) -> int
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{path}.options.{key}", f"{value!r} is not a positive whole number")
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class _TlsExit:
-    """A tls client whose ``exit`` was a binding name, with that name resolved.
-
-    ``server_hostname`` is the tls client's own: a name, or a function of the upstream host.
-    """
-
-    ssl_context: Any
-    server_hostname: Any
-    exit: Any
