@@ -255,6 +255,22 @@ def test_http2_options_become_the_connection_limits_and_the_rest_keep_their_defa
     assert _server()[0].limits == HttpLimits()
 
 
+def test_the_http1_request_timeout_is_its_own_and_defaults_to_the_http2_one() -> None:
+    server, _ = _server({"http1": {"request-timeout": 2.5}, "http2": {"request-timeout": 4}})
+    assert (server.limits.http1_request_timeout, server.limits.request_timeout) == (2.5, 4)
+    defaults = _server()[0].limits
+    assert defaults.http1_request_timeout == defaults.request_timeout == 10
+
+
+@pytest.mark.parametrize("options", [{"request-timeout": 0}, {"request-timeout": "10s"}])
+def test_a_bad_http1_request_timeout_is_a_config_error_with_its_path(
+    options: dict[str, Any],
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        _server({"http1": options})
+    assert raised.value.path == f"bindings.{NAME}.options.http1.request-timeout"
+
+
 @pytest.mark.parametrize(
     ("options", "where"),
     [

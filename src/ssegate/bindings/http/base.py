@@ -3,8 +3,9 @@ response's bookkeeping.
 
 :class:`HttpProtocolBase` is a :class:`~ssegate.bindings.tcp.flow.FlowControlledProtocol` that
 also holds the connection's :class:`~ssegate.bindings.http.types.ConnectionSetup`, counts in the
-binding's metrics, and keeps the connection's one timer: the idle timeout while nothing is in
-flight (or the grace period of a closing).
+binding's metrics, and keeps the connection's timers: the idle timeout while nothing is in
+flight (or the grace period of a closing), and the deadlines of the requests still arriving
+(:class:`~ssegate.bindings.http.timer.RequestDeadlines`).
 
 :class:`ResponseStreamBase` is the part of :class:`~ssegate.engine.exchange.ResponseStream` both
 protocols answer alike: headers are sent once (a 200 with none when data comes first), nothing
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from ssegate.bindings.http.timer import ConnectionTimer
+from ssegate.bindings.http.timer import ConnectionTimer, RequestDeadlines
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp.flow import FlowControlledProtocol
 
@@ -26,13 +27,15 @@ from ssegate.bindings.tcp.flow import FlowControlledProtocol
 class HttpProtocolBase(FlowControlledProtocol):
     """One HTTP connection of either version: its setup, counters and timer."""
 
-    def __init__(self, setup: ConnectionSetup) -> None:
+    def __init__(self, setup: ConnectionSetup, request_timeout: float) -> None:
         super().__init__()
         self._setup = setup
         self._dispatch = setup.dispatch
         self._limits = setup.limits
         self._timer = ConnectionTimer()
         """The idle timeout while nothing is in flight, or the grace period of a closing."""
+        self._deadlines = RequestDeadlines(request_timeout, self._request_overdue)
+        """Each request still arriving must have arrived within ``request_timeout``."""
 
     @property
     def _ending(self) -> bool:
@@ -42,6 +45,16 @@ class HttpProtocolBase(FlowControlledProtocol):
     def _idle_expired(self) -> None:
         """The idle timeout passed; whether anything is in flight since is for it to check."""
         raise NotImplementedError
+
+    def _request_overdue(self, key: int) -> None:
+        """The request timeout passed for the request ``key`` (given to ``_deadlines.expect``);
+        whether it has arrived since is for it to check."""
+        raise NotImplementedError
+
+    def _stop_timers(self) -> None:
+        """Nothing more is timed on this connection: no idle timeout, no request deadline."""
+        self._timer.cancel()
+        self._deadlines.cancel()
 
     def _arm_idle(self) -> None:
         if self._transport is None or self._ending:

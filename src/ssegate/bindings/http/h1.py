@@ -5,7 +5,10 @@ queue (reading pauses when it is long) until the response before them has ended.
 cannot be parsed is answered, in its turn, with the status it earned and the connection closes:
 400 for a malformed request line or header, or for an HTTP/1.1 request without a ``Host`` header
 or any request with more than one (RFC 9112 §3.2), 431 for a head over the header limit, 413 for
-a body over the body limit, 505 for an HTTP version other than 1.0 and 1.1.
+a body over the body limit, 505 for an HTTP version other than 1.0 and 1.1. A request whose head
+is complete and whose body has not ended within ``HttpLimits.http1_request_timeout`` is answered
+408 and the connection closed: one ``http.h1.request_timeout`` log line and a count in
+``ssegate.http1.requests.timed_out``.
 
 A request asking for ``Upgrade: h2c`` on a cleartext connection of a server offering h2 is
 answered ``101 Switching Protocols`` and the connection goes on as HTTP/2
@@ -36,6 +39,7 @@ from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
+from ssegate.telemetry import log
 
 SwitchToH2 = Callable[[Request, bytes, bytes, bytes], None]
 """Hand the connection to HTTP/2: the upgraded request, its body, its ``HTTP2-Settings``
@@ -173,7 +177,7 @@ class Http1Protocol(HttpProtocolBase):
         refuse_status: int | None = None,
         switch_to_h2: SwitchToH2 | None = None,
     ) -> None:
-        super().__init__(setup)
+        super().__init__(setup, setup.limits.http1_request_timeout)
         self._switch_to_h2 = switch_to_h2
         """Set on a cleartext connection of a server offering h2: ``Upgrade: h2c`` is taken."""
         self._upgrading: _Upgrading | None = None
@@ -186,11 +190,16 @@ class Http1Protocol(HttpProtocolBase):
         self._failed = False
         self._closing = False
         # The request being parsed.
+        self._request_number = 0
         self._url: list[bytes] = []
         self._headers: list[tuple[bytes, bytes]] = []
         self._body = bytearray()
         self._head_bytes = 0
         self._in_head = False
+        self._body_open = False
+        """Its head is complete and its body is not."""
+        self._body_timed = False
+        """Its body has a deadline."""
         self._reject_status = 400
         self._reject_reason = "request rejected"
 
@@ -207,8 +216,10 @@ class Http1Protocol(HttpProtocolBase):
         if upgrading is not None:
             data = upgrading.take(data)
             if upgrading.missing:
+                self._time_body()
                 return
             self._upgrading = None
+            self._body_open = False
             if self._upgraded(upgrading, data):
                 return
         try:
@@ -232,6 +243,8 @@ class Http1Protocol(HttpProtocolBase):
             self._head_bytes += len(data)
             if self._head_bytes > 2 * self._limits.max_header_bytes:
                 self._refuse(431, "request header fields too large")
+        elif self._body_open:
+            self._time_body()
         self._start_next()
 
     def eof_received(self) -> bool | None:
@@ -248,7 +261,7 @@ class Http1Protocol(HttpProtocolBase):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._timer.cancel()
+        self._stop_timers()
         self._queue.clear()
         current, self._current = self._current, None
         if current is not None:
@@ -261,6 +274,7 @@ class Http1Protocol(HttpProtocolBase):
     # -- httptools callbacks ------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self._request_number += 1
         self._url.clear()
         self._headers = []
         self._body = bytearray()
@@ -277,6 +291,8 @@ class Http1Protocol(HttpProtocolBase):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._body_open = True
+        self._body_timed = False
         self._timer.cancel()
         version = self._parser.get_http_version()
         if version not in ("1.0", "1.1"):
@@ -303,6 +319,7 @@ class Http1Protocol(HttpProtocolBase):
             self._reject(413)
 
     def on_message_complete(self) -> None:
+        self._body_open = False
         request = self._build_request()
         self._queue.append(_Received(request, bytes(self._body), self._parser.should_keep_alive()))
         self._body = bytearray()
@@ -351,6 +368,7 @@ class Http1Protocol(HttpProtocolBase):
         alone = self._current is None and not self._queue
         settings = h2c_settings(self._headers) if self._switch_to_h2 and alone else None
         self._upgrading = _Upgrading(received, length, settings)
+        self._body_open = True
         self.data_received(rest)
 
     def _upgraded(self, upgrading: _Upgrading, rest: bytes) -> bool:
@@ -362,7 +380,7 @@ class Http1Protocol(HttpProtocolBase):
             self._queue.append(received)
             return False
         self._closing = True  # nothing more is read or answered here
-        self._timer.cancel()
+        self._stop_timers()
         self.write(SWITCHING)
         switch(as_stream_one(received.request), received.body, upgrading.settings, rest)
         return True
@@ -386,6 +404,29 @@ class Http1Protocol(HttpProtocolBase):
         self._queue.append(_Refused(status, reason))
         self._pause_reading()
         self._start_next()
+
+    def _time_body(self) -> None:
+        """The request being read has a complete head and not its body: give it a deadline."""
+        if not self._body_timed:
+            self._body_timed = True
+            self._deadlines.expect(self._request_number)
+
+    def _request_overdue(self, number: int) -> None:
+        """The request timeout passed since request ``number`` had its head: 408 if its body
+        is still not complete."""
+        if number != self._request_number or not self._body_open:
+            return
+        if self._failed or self._closing:
+            return
+        self._upgrading = None
+        log.warning(
+            "http.h1.request_timeout",
+            binding=self._setup.binding,
+            remote=self._remote,
+            timeout=self._limits.http1_request_timeout,
+        )
+        self._count("ssegate.http1.requests.timed_out")
+        self._refuse(408, "the request body did not arrive within the request timeout")
 
     def _build_request(self) -> Request:
         headers: dict[str, str] = {}
@@ -446,7 +487,7 @@ class Http1Protocol(HttpProtocolBase):
 
     def _close(self) -> None:
         self._closing = True
-        self._timer.cancel()
+        self._stop_timers()
         if self._transport is not None:
             self._transport.close()
 
@@ -454,6 +495,7 @@ class Http1Protocol(HttpProtocolBase):
         """Close after a refusal without losing it to a reset: the peer may still be sending."""
         self._resume_reading()
         self._closing = True
+        self._deadlines.cancel()
         transport = self._transport
         if transport is None or not linger_close(transport, self._timer):
             self._close()

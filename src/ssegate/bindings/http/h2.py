@@ -41,7 +41,7 @@ from h2.errors import ErrorCodes
 from ssegate.bindings.http.base import HttpProtocolBase, ResponseStreamBase
 from ssegate.bindings.http.h2_floods import RST_STREAM, WRITE_BACKLOG, InboundFrames
 from ssegate.bindings.http.h2_frames import append_data_frame
-from ssegate.bindings.http.timer import RequestDeadlines, linger_close
+from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
@@ -137,7 +137,7 @@ class H2Protocol(HttpProtocolBase):
     def __init__(
         self, setup: ConnectionSetup, *, upgraded: tuple[Request, bytes, bytes] | None = None
     ) -> None:
-        super().__init__(setup)
+        super().__init__(setup, setup.limits.request_timeout)
         self._upgraded = upgraded  # Upgrade: h2c: the request (stream 1), body, HTTP2-Settings
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
         self._conn = h2.connection.H2Connection(config=config)
@@ -151,7 +151,6 @@ class H2Protocol(HttpProtocolBase):
         self._frames = InboundFrames(setup.limits.frames, setup.limits.max_header_bytes)
         self._unread_acks = 0
         """PING and SETTINGS acknowledgements queued since writing was last paused."""
-        self._deadlines = RequestDeadlines(setup.limits.request_timeout, self._request_overdue)
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -224,8 +223,7 @@ class H2Protocol(HttpProtocolBase):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._timer.cancel()
-        self._deadlines.cancel()
+        self._stop_timers()
         self._requests.clear()
         streams, self._streams = self._streams, {}
         for stream in streams.values():
@@ -299,7 +297,7 @@ class H2Protocol(HttpProtocolBase):
         transport = self._transport
         if transport is not None and not self._closed and self.unsent > connection_limit:
             self._closed = True
-            self._timer.cancel()
+            self._stop_timers()
             send_queue.reset(transport)
 
     # -- events -------------------------------------------------------------------------------
@@ -441,8 +439,7 @@ class H2Protocol(HttpProtocolBase):
         and everything queued for it, answering nothing more."""
         self._report_flood(WRITE_BACKLOG)
         self._closed = True
-        self._timer.cancel()
-        self._deadlines.cancel()
+        self._stop_timers()
         if self._transport is not None:
             self._transport.abort()
 
@@ -490,8 +487,7 @@ class H2Protocol(HttpProtocolBase):
     def _close_transport(self) -> None:
         """Close after a GOAWAY without turning it into a reset (see :func:`linger_close`)."""
         self._closed = True
-        self._timer.cancel()
-        self._deadlines.cancel()
+        self._stop_timers()
         transport = self._transport
         if transport is None or transport.is_closing():
             return

@@ -39,6 +39,9 @@ class HttpLimits:
     connection's write buffer is over its high-water mark); one more closes the connection."""
     request_timeout: float = 10.0
     """Seconds an HTTP/2 request may take to end its stream before it is reset (CANCEL)."""
+    http1_request_timeout: float = 10.0
+    """Seconds an HTTP/1.1 request may take, from the end of its head to the end of its body,
+    before it is answered 408 and the connection closed."""
 
 
 @dataclass(frozen=True, slots=True)
