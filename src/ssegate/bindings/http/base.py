@@ -25,7 +25,7 @@ from ssegate.bindings.tcp.flow import FlowControlledProtocol
 
 
 class HttpProtocolBase(FlowControlledProtocol):
-    """One HTTP connection of either version: its setup, counters and timer."""
+    """One HTTP connection of either version: its setup, counters and timers."""
 
     def __init__(self, setup: ConnectionSetup, request_timeout: float) -> None:
         super().__init__()
