@@ -432,6 +432,14 @@ TABLE: dict[str, Applied | Refused] = {
     # http
     **_http_options("server"),
     **_http_options("client"),
+    "bindings.http.server.options.http1": Applied(
+        "tests/bindings/http/test_server.py::"
+        "test_the_http1_request_timeout_is_its_own_and_defaults_to_the_http2_one"
+    ),
+    "bindings.http.server.options.http1.request-timeout": Applied(
+        "tests/bindings/http/test_h1_limits_gateway.py::"
+        "test_a_body_that_trickles_past_the_request_timeout_is_answered_408_and_closed"
+    ),
     "bindings.http.server.options.http2": Applied(
         "tests/bindings/http/test_server.py::"
         "test_http2_options_become_the_connection_limits_and_the_rest_keep_their_defaults"

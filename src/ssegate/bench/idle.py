@@ -39,7 +39,7 @@ from ssegate.bench.idle_plan import (
     plan_idle,
     source_addresses,
 )
-from ssegate.bindings.http.connection import HttpLimits
+from ssegate.bindings.http.types import HttpLimits
 
 SETTLE_SECONDS = 2.0
 OPEN_MARGIN_SECONDS = 12.0

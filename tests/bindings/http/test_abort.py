@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Callable
 import h2.events
 from h2.errors import ErrorCodes
 
-from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
+from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.engine.exchange import ResponseStream
 from support.deaf_clients import TCP_CLOSE, DeafH2, deaf_client, tcp_state
 from support.http_servers import ScriptedHandler, run, serve
@@ -47,7 +47,7 @@ async def fill(stream: ResponseStream, buffered: int) -> None:
 def test_an_aborted_http1_response_resets_the_connection_and_frees_its_buffer() -> None:
     async def scenario() -> None:
         handler = ScriptedHandler()
-        factory = lambda: Http1Protocol(handler.handle, HttpLimits())  # noqa: E731
+        factory = lambda: Http1Protocol(ConnectionSetup(handler.handle))  # noqa: E731
         async with serve(factory) as port:
             sock = await deaf_client(port, b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
             await asyncio.wait_for(handler.stream_opened.wait(), 5)
@@ -77,7 +77,7 @@ def test_an_aborted_http1_response_resets_the_connection_and_frees_its_buffer() 
 async def deaf_h2_stream(window: int | None = None) -> AsyncIterator[tuple[DeafH2, ResponseStream]]:
     """A stream of an HTTP/2 server whose client reads nothing, granting ``window``."""
     handler = ScriptedHandler()
-    factory = lambda: H2Protocol(handler.handle, HttpLimits(), scheme="http")  # noqa: E731
+    factory = lambda: H2Protocol(ConnectionSetup(handler.handle))  # noqa: E731
     async with serve(factory) as port:
         client = await DeafH2.open(port, "/stream", window)
         await asyncio.wait_for(handler.stream_opened.wait(), 5)

@@ -1,9 +1,10 @@
-"""The http client binding against scripted servers on 127.0.0.1: HTTP/1.1 and h2c."""
+"""The http client binding against scripted servers on 127.0.0.1: HTTP/1.1, h2c, and over TLS."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import h2.config
@@ -13,10 +14,12 @@ import pytest
 
 from ssegate.bindings.http.client import HttpClient, build
 from ssegate.bindings.tcp.client import TcpClient
+from ssegate.bindings.tls.client import TlsClient
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import ExitKind
 from ssegate.telemetry.metrics import Metrics
+from support.http_certs import client_context, make_self_signed, server_context
 
 T = TypeVar("T")
 
@@ -360,3 +363,53 @@ def test_bad_head_limits_are_config_errors(options: dict[str, Any], path: str) -
     with pytest.raises(ConfigError) as caught:
         build(binding, Context(TcpClient("tcp", "h", 1)))  # type: ignore[arg-type]
     assert caught.value.path == f"bindings.c.options.{path}"
+
+
+class Exits:
+    """A build context whose exits are the given built bindings, by name."""
+
+    def __init__(self, **built: Any) -> None:
+        self.metrics = Metrics()
+        self._built = built
+
+    def exit(self, name: str, kind: ExitKind[T], where: str) -> T:
+        return kind.require(self._built[name], where, repr(name))
+
+
+def test_through_a_tls_client_the_request_goes_over_tls_with_its_server_name(
+    tmp_path: Path,
+) -> None:
+    files = make_self_signed(tmp_path)
+    server_names: list[str | None] = []
+    upstream_context = server_context(files, ["http/1.1"])
+    upstream_context.sni_callback = lambda _ssl, name, _ctx: server_names.append(name)
+
+    async def scenario() -> None:
+        heads: list[bytes] = []
+        response = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+        server = await asyncio.get_running_loop().create_server(
+            lambda: RawServer(response, False, heads), "127.0.0.1", 0, ssl=upstream_context
+        )
+        port = server.sockets[0].getsockname()[1]
+        tls = TlsClient(
+            "tls", client_context(files, ["http/1.1"]), "tcp", "localhost", ("http/1.1",)
+        )
+        binding = Binding("c", "http", "client", {"versions": ["http/1.1"]}, exit="tls")
+        http = build(binding, Exits(tls=tls, tcp=TcpClient("tcp", "127.0.0.1", port)))  # type: ignore[arg-type]
+        assert http.scheme == "https"
+        recorder = Recorder()
+        await http.open_stream("GET", "/", [], **recorder.callbacks())
+        assert await recorder.outcome == "end"
+        assert (recorder.status, recorder.body) == (200, b"ok")
+        assert heads[0].startswith(b"GET / HTTP/1.1\r\nhost: 127.0.0.1:")
+        server.close()
+
+    run(scenario)
+    assert server_names == ["localhost"]
+
+
+def test_an_exit_that_is_not_a_tcp_or_tls_client_is_a_config_error() -> None:
+    binding = Binding("c", "http", "client", {}, exit="files")
+    with pytest.raises(ConfigError) as caught:
+        build(binding, Exits(files=object()))  # type: ignore[arg-type]
+    assert caught.value.path == "bindings.c.exit"

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Callable
 
 import pytest
 
-from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h1 import Http1Protocol
+from ssegate.bindings.http.types import ConnectionSetup, HttpLimits
 from support.http_servers import ScriptedHandler, read_chunks, read_h1_response, run, serve
 
 
 def _factory(
     handler: ScriptedHandler, limits: HttpLimits | None = None
 ) -> Callable[[], asyncio.Protocol]:
-    return lambda: Http1Protocol(handler.handle, limits or HttpLimits())
+    return lambda: Http1Protocol(ConnectionSetup(handler.handle, limits or HttpLimits()))
 
 
 async def _connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -99,6 +100,39 @@ def test_chunked_request_body_is_reassembled() -> None:
         assert response.body == b"hello world"
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n"
+        b"Connection: Upgrade\r\nUpgrade: websocket\r\n\r\nhello",
+    ],
+    ids=["chunked", "upgrade"],
+)
+def test_a_body_that_stops_arriving_is_answered_408_after_the_request_timeout(
+    start: bytes,
+) -> None:
+    timeout = 0.3
+
+    async def scenario() -> tuple[bytes, float]:
+        handler = ScriptedHandler()
+        limits = HttpLimits(http1_request_timeout=timeout)
+        async with serve(_factory(handler, limits)) as port:
+            reader, writer = await _connect(port)
+            writer.write(start)
+            sent = time.monotonic()
+            answer = await reader.read()  # the 408, then the server's EOF
+            waited = time.monotonic() - sent
+            writer.close()
+        assert not handler.requests
+        return answer, waited
+
+    answer, waited = run(scenario)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b"\r\nconnection: close\r\n" in answer
+    assert timeout <= waited < timeout + 0.5
 
 
 def test_malformed_header_is_answered_400_and_closed() -> None:

@@ -9,15 +9,15 @@ import h2.events
 import h2.settings
 from h2.errors import ErrorCodes
 
-from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h2 import H2Protocol
+from ssegate.bindings.http.types import ConnectionSetup, HttpLimits
 from support.http_servers import H2Client, ScriptedHandler, ended, reset, run, serve
 
 
 def _factory(
     handler: ScriptedHandler, limits: HttpLimits | None = None
 ) -> Callable[[], asyncio.Protocol]:
-    return lambda: H2Protocol(handler.handle, limits or HttpLimits(), scheme="http")
+    return lambda: H2Protocol(ConnectionSetup(handler.handle, limits or HttpLimits()))
 
 
 def test_get_and_post_are_answered_and_pseudo_headers_become_the_request() -> None:

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
+from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
 from ssegate.engine.context import ExitKind
@@ -259,6 +259,22 @@ def test_http2_options_become_the_connection_limits_and_the_rest_keep_their_defa
     assert server.limits.frames == FrameBudgets(ping=5, rst_stream=7, burst=3)
     assert (server.limits.max_unread_acks, server.limits.request_timeout) == (10, 2.5)
     assert _server()[0].limits == HttpLimits()
+
+
+def test_the_http1_request_timeout_is_its_own_and_defaults_to_the_http2_one() -> None:
+    server, _ = _server({"http1": {"request-timeout": 2.5}, "http2": {"request-timeout": 4}})
+    assert (server.limits.http1_request_timeout, server.limits.request_timeout) == (2.5, 4)
+    defaults = _server()[0].limits
+    assert defaults.http1_request_timeout == defaults.request_timeout == 10
+
+
+@pytest.mark.parametrize("options", [{"request-timeout": 0}, {"request-timeout": "10s"}])
+def test_a_bad_http1_request_timeout_is_a_config_error_with_its_path(
+    options: dict[str, Any],
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        _server({"http1": options})
+    assert raised.value.path == f"bindings.{NAME}.options.http1.request-timeout"
 
 
 @pytest.mark.parametrize(

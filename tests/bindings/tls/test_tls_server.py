@@ -81,9 +81,12 @@ class Accepted(asyncio.Protocol):
 
 
 def run(main: Callable[[], Coroutine[Any, Any, Any]], loop_kind: str = "uvloop") -> Any:
+    """``main`` on uvloop, stdlib ``asyncio``, or ``asyncio-debug`` (stdlib in debug mode, which
+    hands handshake failures to the loop's exception handler too)."""
     if loop_kind == "uvloop":
         return uvloop.run(main())
-    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+    debug = loop_kind == "asyncio-debug"
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop, debug=debug) as runner:
         return runner.run(main())
 
 
@@ -178,7 +181,7 @@ def test_tls11_client_is_refused(context: Runtime, bundle: CertBundle) -> None:
     assert context.metrics.counter(FAILURES, "north_tls_server", reason="unsupported_protocol") == 1
 
 
-@pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio"])
+@pytest.mark.parametrize("loop_kind", ["uvloop", "asyncio", "asyncio-debug"])
 def test_garbage_bytes_log_one_event_and_no_traceback(
     context: Runtime,
     events: io.StringIO,
@@ -208,10 +211,7 @@ def test_garbage_bytes_log_one_event_and_no_traceback(
     (record,) = named(events, "tls.handshake_failed")
     assert record["binding"] == "north_tls_server"
     assert record["reason"] == "http_request"
-    if loop_kind == "asyncio":
-        assert record["peer"].startswith("127.0.0.1:")
-    else:
-        assert record["peer"] == "unknown"
+    assert record["peer"] == "unknown"  # the SSLObject that reports it is not told the peer
     assert context.metrics.counter(FAILURES, "north_tls_server", reason="http_request") == 1
     assert "Traceback" not in capsys.readouterr().err
     assert not [r for r in caplog.records if r.exc_info and r.levelno >= logging.WARNING]

@@ -7,27 +7,22 @@ request it answers 101 (:mod:`ssegate.bindings.http.h2c`). The ``versions`` a se
 respected: without ``h2`` the preface is just a bad HTTP/1.1 request (505), and without
 ``http/1.1`` every HTTP/1.1 request is answered 505 and the connection closed.
 
-This module also holds what both protocols share: :class:`HttpLimits` and the ``Dispatch``
-callable through which a complete request reaches the server.
+What the connection and both protocols share (``Dispatch``, ``HttpLimits``, the
+``ConnectionSetup`` each protocol is created with) is in :mod:`ssegate.bindings.http.types`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import cast
 
 from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
-from ssegate.bindings.http.h2_floods import FrameBudgets
-from ssegate.engine.exchange import Request, ResponseStream
+from ssegate.bindings.http.types import ConnectionSetup, Dispatch, HttpLimits
+from ssegate.bindings.tcp.flow import RelayProtocol, peer_address
+from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
-
-Dispatch = Callable[[Request, bytes, ResponseStream], None]
-"""Answer one complete request: the server's single entry point for both protocols."""
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 HTTP_1_1 = "http/1.1"
@@ -69,30 +64,7 @@ class ConnectionRegistry:
             connection.close()
 
 
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    """Per-connection limits, the same for HTTP/1.1 and HTTP/2 where they apply to both."""
-
-    max_body_bytes: int = 1 << 20
-    """A larger request body is answered 413."""
-    max_header_bytes: int = 16 << 10
-    """Request line (or pseudo-headers) plus headers over this is answered 431."""
-    idle_timeout: float = 60.0
-    """Seconds a connection with no request in flight stays open."""
-    max_concurrent_streams: int = 256
-    """HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``."""
-    initial_window_size: int = 1 << 20
-    """HTTP/2 receive window per stream and for the connection."""
-    frames: FrameBudgets = field(default_factory=FrameBudgets)
-    """HTTP/2 frames of each kind a connection may send per second; past it, GOAWAY."""
-    max_unread_acks: int = 1000
-    """HTTP/2 PING and SETTINGS acknowledgements queued while the peer reads nothing (the
-    connection's write buffer is over its high-water mark); one more closes the connection."""
-    request_timeout: float = 10.0
-    """Seconds an HTTP/2 request may take to end its stream before it is reset (CANCEL)."""
-
-
-class HttpConnectionProtocol(asyncio.Protocol):
+class HttpConnectionProtocol(RelayProtocol):
     """Chooses HTTP/1.1 or HTTP/2 for one connection and forwards everything to it."""
 
     def __init__(
@@ -102,16 +74,15 @@ class HttpConnectionProtocol(asyncio.Protocol):
         versions: frozenset[str] = ALL_VERSIONS,
         registry: ConnectionRegistry | None = None,
     ) -> None:
+        super().__init__()
         self._dispatch = dispatch
         self._registry = registry
         self._limits = limits or HttpLimits()
         self._versions = versions
         self._connection_id = next(_connection_ids)
-        self._transport: asyncio.Transport | None = None
+        self._transport: asyncio.BaseTransport | None = None
         self._scheme = "http"
-        self._inner: asyncio.Protocol | None = None
         self._sniffed = b""
-        self._write_paused = False
         self._sniff_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -129,12 +100,10 @@ class HttpConnectionProtocol(asyncio.Protocol):
         return self._inner
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self._transport = transport = cast(asyncio.Transport, transport)
+        self._transport = transport
         ssl_object = transport.get_extra_info("ssl_object")
         if self._registry is not None:
-            peer = transport.get_extra_info("peername")
-            where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            where = peer_address(transport) or str(transport.get_extra_info("peername"))
             self._registry.opened(self, where, ssl_object is not None)
         if ssl_object is not None:
             self._scheme = "https"
@@ -158,27 +127,11 @@ class HttpConnectionProtocol(asyncio.Protocol):
         assert self._inner is not None
         self._inner.data_received(sniffed)
 
-    def eof_received(self) -> bool | None:
-        if self._inner is not None:
-            return self._inner.eof_received()
-        return None
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_sniff_timer()
         if self._registry is not None:
             self._registry.closed(self, exc)
-        if self._inner is not None:
-            self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        if self._inner is not None:
-            self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        if self._inner is not None:
-            self._inner.resume_writing()
+        super().connection_lost(exc)
 
     def _choose(self, http2: bool) -> None:
         self._cancel_sniff_timer()
@@ -188,10 +141,7 @@ class HttpConnectionProtocol(asyncio.Protocol):
         cleartext_h2 = self._scheme == "http" and H2 in self._versions
         self._start(
             Http1Protocol(
-                self._dispatch,
-                self._limits,
-                scheme=self._scheme,
-                connection_id=self._connection_id,
+                self._setup(),
                 refuse_status=None if HTTP_1_1 in self._versions else 505,
                 switch_to_h2=self._switch_to_h2 if cleartext_h2 else None,
             )
@@ -204,23 +154,22 @@ class HttpConnectionProtocol(asyncio.Protocol):
             self.data_received(rest)
 
     def _http2(self, upgraded: tuple[Request, bytes, bytes] | None = None) -> H2Protocol:
+        return H2Protocol(self._setup(), upgraded=upgraded)
+
+    def _setup(self) -> ConnectionSetup:
         registry = self._registry
-        return H2Protocol(
+        return ConnectionSetup(
             self._dispatch,
             self._limits,
-            scheme=self._scheme,
-            connection_id=self._connection_id,
-            binding=registry.name if registry is not None else "",
-            metrics=registry.metrics if registry is not None else None,
-            upgraded=upgraded,
+            self._scheme,
+            self._connection_id,
+            registry.name if registry is not None else "",
+            registry.metrics if registry is not None else None,
         )
 
     def _start(self, inner: asyncio.Protocol) -> None:
-        self._inner = inner
         assert self._transport is not None
-        inner.connection_made(self._transport)
-        if self._write_paused:
-            inner.pause_writing()
+        self.relay_to(inner, self._transport)
 
     def _cancel_sniff_timer(self) -> None:
         if self._sniff_timer is not None:

@@ -5,18 +5,22 @@ queue (reading pauses when it is long) until the response before them has ended.
 cannot be parsed is answered, in its turn, with the status it earned and the connection closes:
 400 for a malformed request line or header, or for an HTTP/1.1 request without a ``Host`` header
 or any request with more than one (RFC 9112 §3.2), 431 for a head over the header limit, 413 for
-a body over the body limit, 505 for an HTTP version other than 1.0 and 1.1.
+a body over the body limit, 505 for an HTTP version other than 1.0 and 1.1. A request whose head
+is complete and whose body has not ended within ``HttpLimits.http1_request_timeout`` is answered
+408 and the connection closed: one ``http.h1.request_timeout`` log line and a count in
+``ssegate.http1.requests.timed_out``.
 
 A request asking for ``Upgrade: h2c`` on a cleartext connection of a server offering h2 is
 answered ``101 Switching Protocols`` and the connection goes on as HTTP/2
 (:mod:`ssegate.bindings.http.h2c`); other upgrades are answered as plain HTTP/1.1.
 
 A response without ``content-length`` that is not ended at once is sent chunked (close-delimited
-for an HTTP/1.0 client). Write backpressure follows the transport: ``pause_writing`` and
-``resume_writing`` are tracked and every ``on_drain`` callback of the response in flight runs on
-resume. A keep-alive connection with no request in flight closes after the idle timeout; a
-streaming response in flight keeps it busy, however quiet. A response reset closes the
-connection without flushing it; an aborted one resets it (RST), dropping the kernel's queue too.
+for an HTTP/1.0 client). Write backpressure follows the transport
+(:class:`~ssegate.bindings.tcp.flow.FlowControlledProtocol`): every ``on_drain`` callback of the
+response in flight runs when writing resumes. A keep-alive connection with no request in
+flight closes after the idle timeout; a streaming response in flight keeps it busy, however
+quiet. A response reset closes the connection without flushing it; an aborted one resets it
+(RST), dropping the kernel's queue too.
 """
 
 from __future__ import annotations
@@ -26,17 +30,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import TYPE_CHECKING, cast
 
 import httptools
 
+from ssegate.bindings.http.base import HttpProtocolBase, ResponseStreamBase
 from ssegate.bindings.http.h2c import SWITCHING, as_stream_one, h2c_settings
-from ssegate.bindings.http.timer import ConnectionTimer, linger_close
+from ssegate.bindings.http.timer import linger_close
+from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
-
-if TYPE_CHECKING:
-    from ssegate.bindings.http.connection import Dispatch, HttpLimits
+from ssegate.telemetry import log
 
 SwitchToH2 = Callable[[Request, bytes, bytes, bytes], None]
 """Hand the connection to HTTP/2: the upgraded request, its body, its ``HTTP2-Settings``
@@ -99,28 +102,34 @@ def encode_head(status: int, headers: list[tuple[str, str]], version: str = "1.1
     return "\r\n".join(lines).encode("latin-1")
 
 
-class Http1ResponseStream:
+class Http1ResponseStream(ResponseStreamBase["Http1Protocol"]):
     """The response to one HTTP/1.1 request; see :class:`ssegate.engine.exchange.ResponseStream`."""
 
     def __init__(self, connection: Http1Protocol, request: Request, keep_alive: bool) -> None:
-        self._connection = connection
-        self._head_only = request.method == "HEAD"
+        super().__init__(connection, head_only=request.method == "HEAD")
         self._http10 = request.version == "1.0"
         self.keep_alive = keep_alive
         self._chunked = False
         self._open_ended = False
-        self._headers_sent = False
-        self._ended = False
-        self._closed = False
-        self._close_callbacks: list[Callable[[], None]] = []
-        self._drain_callbacks: list[Callable[[], None]] = []
 
-    def send_headers(
-        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
-    ) -> None:
-        if self._headers_sent or self._closed:
-            return
-        self._headers_sent = True
+    def reset(self) -> None:
+        if not self._closed:
+            self.keep_alive = False
+            self._connection.abort()
+
+    def abort(self, connection_limit: int) -> None:
+        if not self._closed:
+            self.keep_alive = False
+            self._connection.abort(reset=True)
+
+    @property
+    def open_ended(self) -> bool:
+        """Streaming a body of no announced length (an event stream) that has not ended."""
+        return self._open_ended and not self._ended
+
+    # -- written through the connection -------------------------------------------------------
+
+    def _write_head(self, status: int, headers: list[tuple[str, str]], end: bool) -> None:
         names = {name.lower() for name, _ in headers}
         out = [(n, v) for n, v in headers if n.lower() not in ("connection", "transfer-encoding")]
         bodiless = self._head_only or status in _HEADS_WITHOUT_BODY or status < 200
@@ -142,12 +151,8 @@ class Http1ResponseStream:
         if end:
             self._finish()
 
-    def send_data(self, data: bytes, *, end: bool = False) -> None:
-        if self._closed or self._ended:
-            return
-        if not self._headers_sent:
-            self.send_headers(200, [])
-        if data and not self._head_only:
+    def _write_body(self, data: bytes, end: bool) -> None:
+        if data:
             if self._chunked:
                 self._connection.write(b"%x\r\n%b\r\n" % (len(data), data))
             else:
@@ -157,117 +162,51 @@ class Http1ResponseStream:
                 self._connection.write(b"0\r\n\r\n")
             self._finish()
 
-    def reset(self) -> None:
-        if not self._closed:
-            self.keep_alive = False
-            self._connection.abort()
-
-    def abort(self, connection_limit: int) -> None:
-        if not self._closed:
-            self.keep_alive = False
-            self._connection.abort(reset=True)
-
-    @property
-    def buffered(self) -> int:
-        return self._connection.buffered
-
-    @property
-    def unsent(self) -> int:
-        return self._connection.unsent
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def ended(self) -> bool:
-        return self._ended
-
-    @property
-    def open_ended(self) -> bool:
-        """Streaming a body of no announced length (an event stream) that has not ended."""
-        return self._open_ended and not self._ended
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        if self._closed:
-            callback()
-        else:
-            self._close_callbacks.append(callback)
-
-    def on_drain(self, callback: Callable[[], None]) -> None:
-        self._drain_callbacks.append(callback)
-
-    # -- called by the connection -------------------------------------------------------------
-
-    def drained(self) -> None:
-        for callback in list(self._drain_callbacks):
-            callback()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._drain_callbacks.clear()
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            callback()
-
     def _finish(self) -> None:
-        self._ended = True
         self.close()
         self._connection.response_ended(self)
 
 
-class Http1Protocol(asyncio.Protocol):
+class Http1Protocol(HttpProtocolBase):
     """One HTTP/1.x connection: parses requests, hands them to ``dispatch`` one at a time."""
 
     def __init__(
         self,
-        dispatch: Dispatch,
-        limits: HttpLimits,
+        setup: ConnectionSetup,
         *,
-        scheme: str = "http",
-        connection_id: int = 0,
         refuse_status: int | None = None,
         switch_to_h2: SwitchToH2 | None = None,
     ) -> None:
-        self._dispatch = dispatch
+        super().__init__(setup, setup.limits.http1_request_timeout)
         self._switch_to_h2 = switch_to_h2
         """Set on a cleartext connection of a server offering h2: ``Upgrade: h2c`` is taken."""
         self._upgrading: _Upgrading | None = None
-        self._limits = limits
-        self._scheme = scheme
-        self._connection_id = connection_id
         self._refuse_status = refuse_status
         """When set, every request is answered with this status (a listener without h1)."""
-        self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
-        self._remote = ""
         self._queue: deque[_Received | _Refused] = deque()
         self._current: Http1ResponseStream | None = None
         self._starting = False
         self._failed = False
         self._closing = False
-        self._write_paused = False
-        self._read_paused = False
-        self._timer = ConnectionTimer()
         # The request being parsed.
+        self._request_number = 0
         self._url: list[bytes] = []
         self._headers: list[tuple[bytes, bytes]] = []
         self._body = bytearray()
         self._head_bytes = 0
         self._in_head = False
+        self._body_open = False
+        """Its head is complete and its body is not."""
+        self._body_timed = False
+        """Its body has a deadline."""
         self._reject_status = 400
         self._reject_reason = "request rejected"
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self._transport = transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self._remote = f"{peer[0]}:{peer[1]}"
+        super().connection_made(transport)
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
@@ -277,8 +216,10 @@ class Http1Protocol(asyncio.Protocol):
         if upgrading is not None:
             data = upgrading.take(data)
             if upgrading.missing:
+                self._time_body()
                 return
             self._upgrading = None
+            self._body_open = False
             if self._upgraded(upgrading, data):
                 return
         try:
@@ -302,6 +243,8 @@ class Http1Protocol(asyncio.Protocol):
             self._head_bytes += len(data)
             if self._head_bytes > 2 * self._limits.max_header_bytes:
                 self._refuse(431, "request header fields too large")
+        elif self._body_open:
+            self._time_body()
         self._start_next()
 
     def eof_received(self) -> bool | None:
@@ -318,23 +261,20 @@ class Http1Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._cancel_idle()
+        self._stop_timers()
         self._queue.clear()
         current, self._current = self._current, None
         if current is not None:
             current.close()
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
+    def writing_resumed(self) -> None:
         if self._current is not None:
             self._current.drained()
 
     # -- httptools callbacks ------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self._request_number += 1
         self._url.clear()
         self._headers = []
         self._body = bytearray()
@@ -351,7 +291,9 @@ class Http1Protocol(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        self._cancel_idle()
+        self._body_open = True
+        self._body_timed = False
+        self._timer.cancel()
         version = self._parser.get_http_version()
         if version not in ("1.0", "1.1"):
             self._reject(505)
@@ -377,30 +319,14 @@ class Http1Protocol(asyncio.Protocol):
             self._reject(413)
 
     def on_message_complete(self) -> None:
+        self._body_open = False
         request = self._build_request()
         self._queue.append(_Received(request, bytes(self._body), self._parser.should_keep_alive()))
         self._body = bytearray()
-        if len(self._queue) >= MAX_QUEUED_REQUESTS and self._transport is not None:
-            self._read_paused = True
-            self._transport.pause_reading()
+        if len(self._queue) >= MAX_QUEUED_REQUESTS:
+            self._pause_reading()
 
     # -- what the response stream calls ------------------------------------------------------
-
-    def write(self, data: bytes) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(data)
-
-    @property
-    def buffered(self) -> int:
-        if self._transport is None or self._transport.is_closing():
-            return 0
-        return self._transport.get_write_buffer_size()
-
-    @property
-    def unsent(self) -> int:
-        if self._transport is None or self._transport.is_closing():
-            return 0
-        return self._transport.get_write_buffer_size() + send_queue.unsent_bytes(self._transport)
 
     def abort(self, *, reset: bool = False) -> None:
         """Close without flushing; with ``reset`` the kernel's queue goes too (RST)."""
@@ -442,6 +368,7 @@ class Http1Protocol(asyncio.Protocol):
         alone = self._current is None and not self._queue
         settings = h2c_settings(self._headers) if self._switch_to_h2 and alone else None
         self._upgrading = _Upgrading(received, length, settings)
+        self._body_open = True
         self.data_received(rest)
 
     def _upgraded(self, upgrading: _Upgrading, rest: bytes) -> bool:
@@ -453,7 +380,7 @@ class Http1Protocol(asyncio.Protocol):
             self._queue.append(received)
             return False
         self._closing = True  # nothing more is read or answered here
-        self._cancel_idle()
+        self._stop_timers()
         self.write(SWITCHING)
         switch(as_stream_one(received.request), received.body, upgrading.settings, rest)
         return True
@@ -475,10 +402,31 @@ class Http1Protocol(asyncio.Protocol):
         self._failed = True
         self._in_head = False
         self._queue.append(_Refused(status, reason))
-        if self._transport is not None and not self._read_paused:
-            self._read_paused = True
-            self._transport.pause_reading()
+        self._pause_reading()
         self._start_next()
+
+    def _time_body(self) -> None:
+        """The request being read has a complete head and not its body: give it a deadline."""
+        if not self._body_timed:
+            self._body_timed = True
+            self._deadlines.expect(self._request_number)
+
+    def _request_overdue(self, number: int) -> None:
+        """The request timeout passed since request ``number`` had its head: 408 if its body
+        is still not complete."""
+        if number != self._request_number or not self._body_open:
+            return
+        if self._failed or self._closing:
+            return
+        self._upgrading = None
+        log.warning(
+            "http.h1.request_timeout",
+            binding=self._setup.binding,
+            remote=self._remote,
+            timeout=self._limits.http1_request_timeout,
+        )
+        self._count("ssegate.http1.requests.timed_out")
+        self._refuse(408, "the request body did not arrive within the request timeout")
 
     def _build_request(self) -> Request:
         headers: dict[str, str] = {}
@@ -492,13 +440,13 @@ class Http1Protocol(asyncio.Protocol):
         method = self._parser.get_method().decode("ascii", "replace").upper()
         return Request(
             method=method,
-            scheme=self._scheme,
+            scheme=self._setup.scheme,
             authority=headers.get("host", ""),
             target=b"".join(self._url).decode("latin-1"),
             headers=headers,
             version=self._parser.get_http_version(),
             remote=self._remote,
-            connection_id=self._connection_id,
+            connection_id=self._setup.connection_id,
         )
 
     def _start_next(self) -> None:
@@ -506,7 +454,7 @@ class Http1Protocol(asyncio.Protocol):
             return
         self._starting = True
         try:
-            while self._current is None and self._queue and not self._transport_gone():
+            while self._current is None and self._queue and self.writable:
                 item = self._queue.popleft()
                 if isinstance(item, _Refused):
                     self._answer_refusal(item)
@@ -534,38 +482,27 @@ class Http1Protocol(asyncio.Protocol):
         self._linger_close()
 
     def _resume_reading_if_short(self) -> None:
-        if self._read_paused and not self._failed and len(self._queue) < MAX_QUEUED_REQUESTS // 2:
-            self._read_paused = False
-            if self._transport is not None:
-                self._transport.resume_reading()
-
-    def _transport_gone(self) -> bool:
-        return self._transport is None or self._transport.is_closing()
+        if not self._failed and len(self._queue) < MAX_QUEUED_REQUESTS // 2:
+            self._resume_reading()
 
     def _close(self) -> None:
         self._closing = True
-        self._cancel_idle()
+        self._stop_timers()
         if self._transport is not None:
             self._transport.close()
 
     def _linger_close(self) -> None:
         """Close after a refusal without losing it to a reset: the peer may still be sending."""
-        transport = self._transport
-        if self._read_paused and transport is not None and not transport.is_closing():
-            self._read_paused = False
-            transport.resume_reading()
+        self._resume_reading()
         self._closing = True
+        self._deadlines.cancel()
+        transport = self._transport
         if transport is None or not linger_close(transport, self._timer):
             self._close()
 
-    def _arm_idle(self) -> None:
-        if self._transport is None or self._closing:
-            self._timer.cancel()
-            return
-        self._timer.arm(self._limits.idle_timeout, self._idle_expired)
-
-    def _cancel_idle(self) -> None:
-        self._timer.cancel()
+    @property
+    def _ending(self) -> bool:
+        return self._closing
 
     def _idle_expired(self) -> None:
         if self._current is None and not self._queue:

@@ -30,8 +30,6 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
 
 import h2.config
 import h2.connection
@@ -40,16 +38,14 @@ import h2.exceptions
 import h2.settings
 from h2.errors import ErrorCodes
 
+from ssegate.bindings.http.base import HttpProtocolBase, ResponseStreamBase
 from ssegate.bindings.http.h2_floods import RST_STREAM, WRITE_BACKLOG, InboundFrames
 from ssegate.bindings.http.h2_frames import append_data_frame
-from ssegate.bindings.http.timer import ConnectionTimer, RequestDeadlines, linger_close
+from ssegate.bindings.http.timer import linger_close
+from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
 from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
-
-if TYPE_CHECKING:
-    from ssegate.bindings.http.connection import Dispatch, HttpLimits
-    from ssegate.telemetry.metrics import Metrics
 
 _CONNECTION_SPECIFIC = frozenset(
     {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
@@ -71,47 +67,15 @@ class _LocalSettings(h2.settings.Settings):
         self[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = value
 
 
-class H2ResponseStream:
+class H2ResponseStream(ResponseStreamBase["H2Protocol"]):
     """The response on one HTTP/2 stream; see :class:`ssegate.engine.exchange.ResponseStream`."""
 
     def __init__(self, connection: H2Protocol, stream_id: int, head_only: bool) -> None:
-        self._connection = connection
+        super().__init__(connection, head_only)
         self.stream_id = stream_id
-        self._head_only = head_only
         self._pending: deque[bytes] = deque()
-        self.pending_size = 0
-        self._end_pending = False
-        self._headers_sent = False
-        self._closed = False
         self.blocked = False
         """Data waited for a flow-control window: drain callbacks run once it has all gone."""
-        self._close_callbacks: list[Callable[[], None]] = []
-        self._drain_callbacks: list[Callable[[], None]] = []
-
-    def send_headers(
-        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
-    ) -> None:
-        if self._headers_sent or self._closed:
-            return
-        self._headers_sent = True
-        block = [(b":status", str(status).encode())]
-        for name, value in headers:
-            lower = name.lower()
-            if lower not in _CONNECTION_SPECIFIC:
-                block.append((lower.encode("latin-1"), value.encode("latin-1")))
-        self._connection.send_headers(self, block, end)
-
-    def send_data(self, data: bytes, *, end: bool = False) -> None:
-        if self._closed or self._end_pending:
-            return
-        if not self._headers_sent:
-            self.send_headers(200, [])
-        if data and not self._head_only:
-            self._pending.append(data)
-            self.pending_size += len(data)
-        if end:
-            self._end_pending = True
-        self._connection.pump(self)
 
     def reset(self) -> None:
         if not self._closed:
@@ -121,33 +85,28 @@ class H2ResponseStream:
         if not self._closed:
             self._connection.abort_stream(self, connection_limit)
 
-    @property
-    def buffered(self) -> int:
-        return self.pending_size + self._connection.transport_buffered
+    # -- written through the connection -------------------------------------------------------
 
-    @property
-    def unsent(self) -> int:
-        return self.pending_size + self._connection.unsent
+    def _write_head(self, status: int, headers: list[tuple[str, str]], end: bool) -> None:
+        block = [(b":status", str(status).encode())]
+        for name, value in headers:
+            lower = name.lower()
+            if lower not in _CONNECTION_SPECIFIC:
+                block.append((lower.encode("latin-1"), value.encode("latin-1")))
+        self._connection.send_headers(self, block, end)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        if self._closed:
-            callback()
-        else:
-            self._close_callbacks.append(callback)
-
-    def on_drain(self, callback: Callable[[], None]) -> None:
-        self._drain_callbacks.append(callback)
+    def _write_body(self, data: bytes, end: bool) -> None:
+        if data:
+            self._pending.append(data)
+            self.pending_size += len(data)
+        self._connection.pump(self)
 
     # -- called by the connection -------------------------------------------------------------
 
     def next_chunk(self, window: int) -> tuple[bytes, bool] | None:
         """Up to ``window`` bytes to send and whether they end the stream; None: nothing to do."""
         if not self._pending:
-            if self._end_pending:
+            if self._ended:
                 return b"", True
             return None
         if window <= 0:
@@ -160,70 +119,43 @@ class H2ResponseStream:
             self._pending[0] = head[window:]
             head = head[:window]
         self.pending_size -= len(head)
-        return head, self._end_pending and not self._pending
+        return head, self._ended and not self._pending
 
     def drained(self) -> None:
         self.blocked = False
-        for callback in list(self._drain_callbacks):
-            callback()
+        super().drained()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
         self._pending.clear()
         self.pending_size = 0
-        self._drain_callbacks.clear()
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            callback()
+        super().close()
 
 
-class H2Protocol(asyncio.Protocol):
+class H2Protocol(HttpProtocolBase):
     """One HTTP/2 connection, server side."""
 
     def __init__(
-        self,
-        dispatch: Dispatch,
-        limits: HttpLimits,
-        *,
-        scheme: str = "https",
-        connection_id: int = 0,
-        binding: str = "",
-        metrics: Metrics | None = None,
-        upgraded: tuple[Request, bytes, bytes] | None = None,
+        self, setup: ConnectionSetup, *, upgraded: tuple[Request, bytes, bytes] | None = None
     ) -> None:
-        self._dispatch = dispatch
+        super().__init__(setup, setup.limits.request_timeout)
         self._upgraded = upgraded  # Upgrade: h2c: the request (stream 1), body, HTTP2-Settings
-        self._limits = limits
-        self._scheme = scheme
-        self._connection_id = connection_id
-        self._binding = binding
-        self._metrics = metrics
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
         self._conn = h2.connection.H2Connection(config=config)
-        self._transport: asyncio.Transport | None = None
-        self._remote = ""
+        self._out = bytearray()
+        """Frames to write before what ``h2`` has queued since (see :meth:`pump`)."""
         self._streams: dict[int, H2ResponseStream] = {}
         self._requests: dict[int, tuple[Request, bytearray]] = {}
         self._receiving = False
         self._flush_scheduled = False
-        self._write_paused = False
         self._closed = False
-        self._timer = ConnectionTimer()
-        self._frames = InboundFrames(limits.frames, limits.max_header_bytes)
+        self._frames = InboundFrames(setup.limits.frames, setup.limits.max_header_bytes)
         self._unread_acks = 0
         """PING and SETTINGS acknowledgements queued since writing was last paused."""
-        self._deadlines = RequestDeadlines(limits.request_timeout, self._request_overdue)
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self._transport = transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self._remote = f"{peer[0]}:{peer[1]}"
+        super().connection_made(transport)
         codes = h2.settings.SettingCodes
         self._conn.local_settings = _LocalSettings(
             client=False,
@@ -291,18 +223,13 @@ class H2Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._cancel_idle()
-        self._deadlines.cancel()
+        self._stop_timers()
         self._requests.clear()
         streams, self._streams = self._streams, {}
         for stream in streams.values():
             stream.close()
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
+    def writing_resumed(self) -> None:
         self._unread_acks = 0
         for stream in list(self._streams.values()):
             self.pump(stream)
@@ -312,20 +239,6 @@ class H2Protocol(asyncio.Protocol):
                 stream.drained()
 
     # -- what response streams call -----------------------------------------------------------
-
-    @property
-    def transport_buffered(self) -> int:
-        if self._transport is None or self._transport.is_closing():
-            return 0
-        return self._transport.get_write_buffer_size()
-
-    @property
-    def unsent(self) -> int:
-        """The connection's bytes not sent yet: the transport's buffer and the kernel's queue."""
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return 0
-        return transport.get_write_buffer_size() + send_queue.unsent_bytes(transport)
 
     def send_headers(
         self, stream: H2ResponseStream, block: list[tuple[bytes, bytes]], end: bool
@@ -354,7 +267,7 @@ class H2Protocol(asyncio.Protocol):
                     break
                 data, end = chunk
                 if data:
-                    if end or not append_data_frame(self._conn, sid, data):
+                    if end or not append_data_frame(self._conn, sid, data, self._out):
                         self._conn.send_data(sid, data, end_stream=end)
                     # The peer may acknowledge it on the stream and on the connection.
                     self._frames.window_updates_earned += 2
@@ -384,7 +297,7 @@ class H2Protocol(asyncio.Protocol):
         transport = self._transport
         if transport is not None and not self._closed and self.unsent > connection_limit:
             self._closed = True
-            self._timer.cancel()
+            self._stop_timers()
             send_queue.reset(transport)
 
     # -- events -------------------------------------------------------------------------------
@@ -418,7 +331,7 @@ class H2Protocol(asyncio.Protocol):
         if len(self._streams) >= self._limits.max_concurrent_streams:
             self._refuse_stream(sid)
             return
-        self._cancel_idle()
+        self._timer.cancel()
         pseudo: dict[bytes, bytes] = {}
         headers: dict[str, str] = {}
         size = 0
@@ -437,13 +350,13 @@ class H2Protocol(asyncio.Protocol):
         authority = pseudo.get(b":authority", b"").decode("latin-1") or headers.get("host", "")
         request = Request(
             method=method,
-            scheme=pseudo.get(b":scheme", self._scheme.encode()).decode("latin-1"),
+            scheme=pseudo.get(b":scheme", self._setup.scheme.encode()).decode("latin-1"),
             authority=authority,
             target=pseudo.get(b":path", b"").decode("latin-1"),
             headers=headers,
             version="2",
             remote=self._remote,
-            connection_id=self._connection_id,
+            connection_id=self._setup.connection_id,
         )
         stream = H2ResponseStream(self, sid, head_only=method == "HEAD")
         self._streams[sid] = stream
@@ -503,7 +416,7 @@ class H2Protocol(asyncio.Protocol):
             return
         log.warning(
             "http.h2.request_timeout",
-            binding=self._binding,
+            binding=self._setup.binding,
             remote=self._remote,
             stream=sid,
             timeout=self._limits.request_timeout,
@@ -526,24 +439,19 @@ class H2Protocol(asyncio.Protocol):
         and everything queued for it, answering nothing more."""
         self._report_flood(WRITE_BACKLOG)
         self._closed = True
-        self._timer.cancel()
-        self._deadlines.cancel()
+        self._stop_timers()
         if self._transport is not None:
             self._transport.abort()
 
     def _report_flood(self, kind: str) -> None:
         log.warning(
             "http.h2.flood",
-            binding=self._binding,
+            binding=self._setup.binding,
             kind=kind,
             remote=self._remote,
-            connection=self._connection_id,
+            connection=self._setup.connection_id,
         )
         self._count("ssegate.http2.floods", kind=kind)
-
-    def _count(self, name: str, **labels: str) -> None:
-        if self._metrics is not None:
-            self._metrics.inc(name, self._binding, 1.0, **labels)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -568,29 +476,27 @@ class H2Protocol(asyncio.Protocol):
         self._flush_scheduled = False
         if self._closed:
             return
-        data = self._conn.data_to_send()
-        if data and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(data)
+        data: bytes | bytearray = self._conn.data_to_send()
+        if self._out:
+            out, self._out = self._out, bytearray()
+            out += data
+            data = out
+        if data:
+            self.write(data)
 
     def _close_transport(self) -> None:
         """Close after a GOAWAY without turning it into a reset (see :func:`linger_close`)."""
         self._closed = True
-        self._timer.cancel()
-        self._deadlines.cancel()
+        self._stop_timers()
         transport = self._transport
         if transport is None or transport.is_closing():
             return
         if not linger_close(transport, self._timer):
             transport.close()
 
-    def _arm_idle(self) -> None:
-        if self._transport is None or self._closed:
-            self._timer.cancel()
-            return
-        self._timer.arm(self._limits.idle_timeout, self._idle_expired)
-
-    def _cancel_idle(self) -> None:
-        self._timer.cancel()
+    @property
+    def _ending(self) -> bool:
+        return self._closed
 
     def _idle_expired(self) -> None:
         if self._streams or self._requests or self._closed:

@@ -25,7 +25,7 @@ budget. Nothing here does I/O or reads a clock: the caller passes the time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 
 SETTINGS = "settings"
 PING = "ping"
@@ -67,9 +67,7 @@ class FrameBudgets:
     def rates(self) -> dict[str, float]:
         """Each kind's rate by its config name (``rst-stream``)."""
         return {
-            item.name.replace("_", "-"): getattr(self, item.name)
-            for item in fields(self)
-            if item.name != "burst"
+            name.replace("_", "-"): rate for name, rate in asdict(self).items() if name != "burst"
         }
 
 

@@ -38,12 +38,12 @@ from ssegate.bindings.http.connection import (
     ALL_VERSIONS,
     ConnectionRegistry,
     HttpConnectionProtocol,
-    HttpLimits,
 )
 from ssegate.bindings.http.cors import AccessControl
 from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
+from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext, ExitKind
@@ -431,6 +431,16 @@ def parse_http2(value: Any, path: str) -> HttpLimits:
     )
 
 
+def parse_http1(value: Any, path: str, limits: HttpLimits) -> HttpLimits:
+    """``options.http1``: each HTTP/1.1 connection's request timeout; left out, ``limits``'."""
+    if value is None:
+        return limits
+    if not isinstance(value, dict):
+        raise ConfigError(path, "must be an object")
+    timeout = _positive(value, "request-timeout", path, limits.http1_request_timeout)
+    return dataclasses.replace(limits, http1_request_timeout=timeout)
+
+
 def _positive(options: dict[str, Any], key: str, path: str, default: float) -> float:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
@@ -442,6 +452,7 @@ def build(binding: Binding, ctx: BuildContext) -> HttpServer:
     options = binding.options or {}
     versions = parse_versions(options.get("versions"), f"{binding.path}.options.versions")
     limits = parse_http2(options.get("http2"), f"{binding.path}.options.http2")
+    limits = parse_http1(options.get("http1"), f"{binding.path}.options.http1", limits)
     access = AccessControl.from_options(
         options.get("access-control"), f"{binding.path}.options.access-control"
     )

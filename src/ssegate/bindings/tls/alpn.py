@@ -11,40 +11,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from ssegate.bindings.tcp.flow import RelayProtocol
+
 ProtocolFactory = Callable[[], asyncio.Protocol]
 
 
-class AlpnDispatch(asyncio.Protocol):
+class AlpnDispatch(RelayProtocol):
     """Forwards one connection to the protocol of the binding its ALPN protocol routes to."""
 
     def __init__(self, choose: Callable[[str | None], ProtocolFactory]) -> None:
+        super().__init__()
         self._choose = choose
-        self._inner: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         ssl_object = transport.get_extra_info("ssl_object")
         alpn = ssl_object.selected_alpn_protocol() if ssl_object is not None else None
-        self._inner = self._choose(alpn)()
-        self._inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self._inner is not None:
-            self._inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._inner is not None else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._inner is not None:
-            self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        if self._inner is not None:
-            self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        if self._inner is not None:
-            self._inner.resume_writing()
+        self.relay_to(self._choose(alpn)(), transport)
 
 
 def alpn_factory(

@@ -17,10 +17,11 @@ Built once at start-up from ``options{keys, sni, alpn, version, trust, mutual}``
 
 A failed handshake becomes one ``tls.handshake_failed`` event and the metric
 ``ssegate.tls.handshake.failures`` (label ``reason``). asyncio and uvloop only log these at
-debug level, so the context's ``sslobject_class`` reports them from ``do_handshake``; the peer
-address is taken from the handshaking transport where the loop lets Python see it (stdlib
-asyncio) and is ``unknown`` under uvloop. :func:`install_loop_exception_filter` catches the SSL
-reports that do reach the loop's exception handler (debug mode, other loops).
+debug level, so the context's ``sslobject_class`` reports them from ``do_handshake``. The
+``SSLObject`` is not told whose handshake it runs, so there the peer is ``unknown``.
+:func:`install_loop_exception_filter` reports the SSL errors that do reach the loop's exception
+handler (stdlib asyncio in debug mode, other loops), with the peer of the transport the loop
+names; one already reported from ``do_handshake`` is not reported again.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import sys
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,6 @@ VERSIONS = {
     "TLSv1.2": (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_2),
     "TLSv1.3": (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3),
 }
-_REPORTED = "ssegate_reported"
 
 
 class HandshakeFailures:
@@ -78,13 +78,30 @@ class HandshakeFailures:
             self.metrics.inc(FAILURES_METRIC, self.binding, reason=reason)
 
 
+class _RecentFailures:
+    """The handshake errors reported from ``do_handshake`` lately, so that the loop's exception
+    handler, which a loop in debug mode hands the same error to afterwards, does not report them
+    again. An error is known by its identity and its arguments; none is kept alive."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._seen: deque[tuple[int, tuple[object, ...]]] = deque(maxlen=size)
+
+    def add(self, exc: BaseException) -> None:
+        self._seen.append((id(exc), exc.args))
+
+    def __contains__(self, exc: BaseException) -> bool:
+        return (id(exc), exc.args) in self._seen
+
+
+_REPORTED = _RecentFailures()
+
+
 def reason_of(exc: BaseException) -> str:
     """A short, bounded reason: OpenSSL's reason code (``wrong_version_number``) if any."""
-    code = getattr(exc, "reason", None)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return "certificate_verify_failed"
-    if isinstance(code, str) and code:
-        return code.lower()
+    if isinstance(exc, ssl.SSLError) and isinstance(exc.reason, str) and exc.reason:
+        return exc.reason.lower()
     if isinstance(exc, ConnectionAbortedError) and "handshake" in str(exc):
         return "handshake_timeout"
     return type(exc).__name__.lower()
@@ -107,23 +124,9 @@ class _ReportingSSLObject(ssl.SSLObject):
             if self.refused_server_name is not None:
                 reason = "sni_not_allowed"
                 extra["server_name"] = self.refused_server_name
-            self.failures.report(_handshaking_peer(), reason, str(exc), **extra)
-            setattr(exc, _REPORTED, True)
+            self.failures.report("unknown", reason, str(exc), **extra)
+            _REPORTED.add(exc)
             raise
-
-
-def _handshaking_peer() -> str:
-    """The peer of the stdlib SSLProtocol whose ``_do_handshake`` called us, else ``unknown``.
-
-    uvloop's SSL protocol is compiled: no Python frame shows it, and the peer stays unknown.
-    """
-    caller = sys._getframe(2)
-    owner = caller.f_locals.get("self") if caller is not None else None
-    if type(owner).__name__ == "SSLProtocol":
-        transport = getattr(owner, "_transport", None)
-        if transport is not None:
-            return _format_peer(transport.get_extra_info("peername"))
-    return "unknown"
 
 
 def _format_peer(peer: Any) -> str:
@@ -319,28 +322,35 @@ def install_loop_exception_filter(
 
     A handshake failure already reported by a tls server is dropped; any other SSL handshake
     report becomes ``tls.handshake_failed``; everything else goes to the handler that was
-    installed before (or the loop's default handler).
+    installed before (or the loop's default handler). Installing it twice changes nothing.
     """
     previous = loop.get_exception_handler()
-    if getattr(previous, "filters_tls_handshakes", False):
-        return
-    failures = HandshakeFailures("", metrics)
+    if not isinstance(previous, _HandshakeFilter):
+        loop.set_exception_handler(_HandshakeFilter(HandshakeFailures("", metrics), previous))
 
-    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+
+ExceptionHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
+
+
+class _HandshakeFilter:
+    """A loop exception handler: SSL handshake errors become events, the rest goes on."""
+
+    def __init__(self, failures: HandshakeFailures, previous: ExceptionHandler | None) -> None:
+        self._failures = failures
+        self._previous = previous
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
         message = str(context.get("message", ""))
-        if isinstance(exc, ssl.SSLError) or (
-            isinstance(exc, OSError) and "SSL handshake" in f"{message} {exc}"
+        if isinstance(exc, OSError) and (
+            isinstance(exc, ssl.SSLError) or "SSL handshake" in f"{message} {exc}"
         ):
-            if not getattr(exc, _REPORTED, False):
+            if exc not in _REPORTED:
                 transport = context.get("transport")
                 peer = transport.get_extra_info("peername") if transport is not None else None
-                failures.report(_format_peer(peer), reason_of(exc), str(exc))
+                self._failures.report(_format_peer(peer), reason_of(exc), str(exc))
             return
-        if previous is not None:
-            previous(loop, context)
+        if self._previous is not None:
+            self._previous(loop, context)
         else:
             loop.default_exception_handler(context)
-
-    handle.filters_tls_handshakes = True  # type: ignore[attr-defined]
-    loop.set_exception_handler(handle)
