@@ -10,9 +10,9 @@ Models pickle as the arguments that build them (with the catalog set and its cac
 so a Spark job can ship one to its executors, or rebuild it there from the config.
 
 ``json`` (:mod:`~ssegate.models.json_model`), ``avro`` (:mod:`~ssegate.models.avro_model`),
-``protobuf`` (:mod:`~ssegate.models.protobuf_model`, ``.proto`` schemas read by
-:mod:`~ssegate.models.proto_text`) and ``string`` (:mod:`~ssegate.models.string_model`). ``avro``
-and ``protobuf`` share the Confluent framing, schema ids and ``view: json``
+``protobuf`` (:mod:`~ssegate.models.protobuf_model`, ``.proto`` schemas compiled by protoc in
+:mod:`~ssegate.models.proto_compiler`) and ``string`` (:mod:`~ssegate.models.string_model`).
+``avro`` and ``protobuf`` share the Confluent framing, schema ids and ``view: json``
 (:mod:`~ssegate.models.framed`).
 """
 

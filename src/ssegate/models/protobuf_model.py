@@ -16,21 +16,21 @@ names as written in the ``.proto``, fields without presence included with their 
 64-bit integers as strings, bytes in base64, enums by name, well-known types in their own JSON
 form. Without a view the event carries the message as received, in base64.
 
-Each schema is parsed once (:mod:`~ssegate.models.proto_text`) into a private descriptor pool,
-with the message class of every message it defines; a message is then checked with
-``ParseFromString`` and a few lookups. The ``google/protobuf`` well-known types can be imported.
+Each schema is compiled once by protoc (:mod:`~ssegate.models.proto_compiler`) into a private
+descriptor pool, with the message class of every message it defines; a message is then checked
+with ``ParseFromString`` and a few lookups. The ``google/protobuf`` files (the well-known types)
+can be imported.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.descriptor_pb2 import DescriptorProto, FileDescriptorProto
+from google.protobuf.descriptor_pb2 import DescriptorProto, FeatureSet, FileDescriptorProto
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError, Message
@@ -40,35 +40,9 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from ssegate.catalogs import CatalogSet, Schema
 from ssegate.config.errors import ConfigError
 from ssegate.models.framed import FramedModel, InvalidMessage
-from ssegate.models.proto_text import parse_proto
+from ssegate.models.proto_compiler import compile_proto
 from ssegate.models.proto_wire import WIRE_TYPES, WireError, explain, message_indexes
 from ssegate.models.schemas import HEADER_SIZE
-
-WELL_KNOWN = {
-    f"google/protobuf/{stem}.proto": f"google.protobuf.{stem}_pb2"
-    for stem in (
-        "any",
-        "api",
-        "duration",
-        "empty",
-        "field_mask",
-        "source_context",
-        "struct",
-        "timestamp",
-        "type",
-        "wrappers",
-    )
-}
-
-
-def well_known_file(path: str) -> FileDescriptorProto | None:
-    """The ``google/protobuf/<name>.proto`` file an import names, or ``None``."""
-    module = WELL_KNOWN.get(path)
-    if module is None:
-        return None
-    proto = FileDescriptorProto()
-    importlib.import_module(module).DESCRIPTOR.CopyToProto(proto)
-    return proto
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +65,15 @@ class ProtoSchema:
     """A compiled ``.proto`` schema: its message types by Confluent index path and by name."""
 
     def __init__(self, schema: Schema) -> None:
-        file = parse_proto(schema.text, well_known_file)
+        files = compile_proto(schema.text)
+        file = files[-1]
         self.pool = DescriptorPool()
-        self.utf8 = file.syntax == "proto3"
+        self.utf8 = _checks_utf8(file)
         self.package = file.package
         try:
-            for dependency in file.dependency:
-                _add_with_dependencies(self.pool, dependency)
-            self.pool.AddSerializedFile(file.SerializeToString())
-        except Exception as exc:  # the pool's own checks (json name clashes, bad defaults...)
+            for each in files:
+                self.pool.Add(each)
+        except Exception as exc:  # the runtime's own checks, should protoc let something by
             raise ValueError(str(exc).replace("\n", " ")) from None
         self.by_indexes: dict[tuple[int, ...], MessageType] = {}
         self.by_name: dict[str, MessageType] = {}
@@ -216,18 +190,12 @@ def _message_paths(
         yield from _message_paths(message.nested_type, (*prefix, index), name)
 
 
-def _add_with_dependencies(pool: DescriptorPool, path: str) -> None:
-    try:
-        pool.FindFileByName(path)
-        return
-    except KeyError:
-        pass
-    file = well_known_file(path)
-    if file is None:
-        raise ValueError(f"cannot import {path!r}")
-    for dependency in file.dependency:
-        _add_with_dependencies(pool, dependency)
-    pool.AddSerializedFile(file.SerializeToString())
+def _checks_utf8(file: FileDescriptorProto) -> bool:
+    """Whether the file's ``string`` fields must hold UTF-8: proto3, and editions unless the
+    file turns the check off (a field's own feature is not looked at)."""
+    if file.syntax == "editions":
+        return file.options.features.utf8_validation != FeatureSet.NONE
+    return file.syntax == "proto3"
 
 
 def _reaches(descriptor: Descriptor, test: Callable[[Descriptor], bool]) -> bool:

@@ -2,7 +2,8 @@
 
 :class:`CompiledSchemas` holds a model's schema as named in the config (resolved at build time,
 so a wrong subject or an unreachable registry stops start-up with the YAML path), and every
-schema a message has named by id since, each compiled once by the model's ``compile`` function.
+schema a message has named by id since, each compiled once by the model's ``compile`` function
+(one that does not compile is refused from then on, without compiling it again).
 
 Confluent wire format: byte 0 is the magic ``0``, bytes 1-4 the schema id (big-endian), then
 the payload.
@@ -66,6 +67,9 @@ class CompiledSchemas(Generic[Compiled]):
         self.catalog = catalog
         self._compile = compile
         self._by_id: dict[int, Compiled] = {}
+        self._refused: dict[int, str] = {}
+        """Why each id's schema did not compile: an id's schema never changes, so it is not
+        compiled again for every message that names it."""
         if catalog not in catalogs:
             raise ConfigError(f"{path}.catalog.{catalog}", f"catalog '{catalog}' is not defined")
         try:
@@ -83,7 +87,15 @@ class CompiledSchemas(Generic[Compiled]):
         """The compiled schema with this id. Raises CatalogError (unknown id, registry down)
         or ValueError (the registry's schema does not compile)."""
         compiled = self._by_id.get(schema_id)
-        if compiled is None:
-            schema = self.catalogs.by_id(self.catalog, schema_id)
+        if compiled is not None:
+            return compiled
+        refused = self._refused.get(schema_id)
+        if refused is not None:
+            raise ValueError(refused)
+        schema = self.catalogs.by_id(self.catalog, schema_id)
+        try:
             compiled = self._by_id[schema_id] = self._compile(schema)
+        except ValueError as exc:
+            self._refused[schema_id] = str(exc)
+            raise
         return compiled
