@@ -1,8 +1,9 @@
 """Every test runs on uvloop, the event loop the gateway runs on in production, and offline.
 
 Offline (``$SSEGATE_OFFLINE``, inherited by every process a test starts): nothing is fetched or
-built during a test. ``./run test`` fetches and builds it all first (:mod:`ssegate.setup_tools`);
-a test that finds something missing fails naming the setup step that provides it.
+built during a test. ``./run test`` fetches and builds it all first
+(:mod:`ssegate_lab.setup_tools`); a test that finds something missing fails naming the setup
+step that provides it.
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from ssegate.bench.gateway import GatewayProcess
-from ssegate.demo import page_fragment
 from ssegate.engine.runtime import free_port
-from ssegate.testing.certs import make_keystore
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.demo import page_fragment
+from ssegate_lab.testing.certs import make_keystore
 
 from .test_sse_proxy import EXAMPLE, PASSWORD, example_env, guard_key
 

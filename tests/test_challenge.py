@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
 from ssegate.sse.parser import SseEvent, SseParser
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate.tools.token import encode_token
+from ssegate_lab.bench.gateway import GatewayProcess
 
 from .guards.signing import AUDIENCE, ISSUER, jwks, key, token
 

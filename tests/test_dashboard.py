@@ -27,9 +27,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, ViewportSize, sync_playwright
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.bindings.sse_kafka.event_id import progress_of_last_event_id
-from ssegate.demo import (
+from ssegate.engine.runtime import free_port
+from ssegate.tools.token import generate_key
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.demo import (
     DASHBOARD,
     DASHBOARD_TOPICS,
     dashboard_env,
@@ -38,11 +41,8 @@ from ssegate.demo import (
     stop_child,
     wait_for_topics,
 )
-from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
-from ssegate.testing.certs import make_keystore
-from ssegate.tools.token import generate_key
+from ssegate_lab.testing.certs import make_keystore
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 from .test_browser import CHROMIUM, CHROMIUM_ARGS
 

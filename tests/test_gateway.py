@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
-from ssegate.testing.certs import make_keystore
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.testing.certs import make_keystore
 
 PASSWORD = "test-secret"
 

@@ -15,12 +15,12 @@ import fastavro
 import pytest
 
 from ssegate.catalogs import CatalogSet, CatalogUnavailable, SchemaRef, UnknownSchema
-from ssegate.catalogs.apicurio_server import ApicurioServer
 from ssegate.catalogs.registry import ApicurioCatalog, ConfluentCatalog
 from ssegate.engine.runtime import free_port
 from ssegate.models import build_model
 from ssegate.models.schemas import frame
-from ssegate.testing.tools import prepared
+from ssegate_lab.registry import ApicurioServer
+from ssegate_lab.testing.tools import prepared
 
 pytestmark = pytest.mark.integration
 

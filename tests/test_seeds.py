@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.testing.certs import make_keystore
+from ssegate_lab.testing.certs import make_keystore
 
 FIXTURES = Path(__file__).parent / "config" / "fixtures"
 PASSWORD = "seed-secret"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ssegate.cache import NotPrepared
-from ssegate.setup_tools import STEPS, SetupFailed, Step, prepared, run_step, size_of, steps_for
+from ssegate_lab.setup_tools import STEPS, SetupFailed, Step, prepared, run_step, size_of, steps_for
 
 
 def test_test_is_every_step_and_demo_only_the_kafka_and_spark_jars() -> None:
@@ -75,7 +75,7 @@ def test_sizes_read_like_du(tmp_path: Path) -> None:
 
 def test_an_unknown_step_is_a_usage_error() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "ssegate.setup_tools", "no-such-step"],
+        [sys.executable, "-m", "ssegate_lab.setup_tools", "no-such-step"],
         capture_output=True,
         text=True,
         timeout=60,

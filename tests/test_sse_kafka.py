@@ -21,13 +21,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.bindings.sse_kafka.event_id import decode_progress, progress_of_last_event_id
 from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.sse.parser import SseEvent, SseParser
-from ssegate.testing.certs import make_keystore
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.certs import make_keystore
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sse.kafka"
 PASSWORD = "kafka-secret"

@@ -23,12 +23,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.bindings.sse_kafka.event_id import decode_progress
 from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.sse.parser import SseEvent, SseIdOnly, SseParser
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 PRICE = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

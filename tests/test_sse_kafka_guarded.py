@@ -23,10 +23,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 from .guards.signing import AUDIENCE, ISSUER, jwks, token
 from .test_challenge import CHALLENGE, answer, json_claims, open_stream

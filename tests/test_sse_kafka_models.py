@@ -33,13 +33,13 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message_factory import GetMessageClass
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_key
 from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.models.schemas import frame
 from ssegate.sse.parser import SseEvent, SseParser
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 READING = {
     "type": "record",

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from tests.test_sse_kafka import EXAMPLE, SSE, Kafka, start_gateway
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.bindings.sse_kafka.event_id import decode_progress, progress_of_last_event_id
-from ssegate.kafka.broker import start_broker, stop_broker
-from ssegate.kafka.testing import TEST_JAVA_OPTIONS, free_port
 from ssegate.sse.parser import SseEvent, SseParser
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import start_broker, stop_broker
+from ssegate_lab.testing.kafka import TEST_JAVA_OPTIONS, free_port
 
 pytestmark = pytest.mark.integration
 

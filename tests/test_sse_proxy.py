@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
-from ssegate.demo import EC_KID, example_guard_env
 from ssegate.engine.runtime import free_port
 from ssegate.sse.parser import SseEvent, SseParser
-from ssegate.testing.certs import make_keystore
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate.tools.token import PrivateKey, generate_key, mint
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.demo import EC_KID, example_guard_env
+from ssegate_lab.testing.certs import make_keystore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sse.proxy"
 PASSWORD = "proxy-secret"

@@ -2,7 +2,7 @@
 
 Everything lives under one root, ``$SSEGATE_CACHE`` or ``~/.cache/ssegate``: the Kafka broker's
 jars, Spark's Kafka connector, the Apicurio registry, the benchmark peers (Mercure, KafkaSSE)
-and the test tools. ``./run`` fills it before anything else runs (:mod:`ssegate.setup_tools`).
+and the test tools. ``./run`` fills it before anything else runs (:mod:`ssegate_lab.setup_tools`).
 
 With ``SSEGATE_OFFLINE`` set to anything but ``0`` (the test suite sets it), nothing is fetched or
 built: a missing artifact is a :class:`NotPrepared` error naming the ``./run`` setup step that

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 
 from ssegate import __version__
 from ssegate.config.errors import ConfigError, NotSupportedYet
@@ -83,16 +84,17 @@ def _parser() -> argparse.ArgumentParser:
 
     # The tools that come with the gateway; each module registers its own commands.
     from ssegate.asyncapi.cli import add_asyncapi_parser
-    from ssegate.bench.cli import add_bench_parser
-    from ssegate.kafka.broker import add_kafka_parser
     from ssegate.pipeline.cli import add_pipeline_parser
     from ssegate.tools.token import add_token_parser
 
-    add_kafka_parser(commands)
     add_pipeline_parser(commands)
     add_token_parser(commands)
-    add_bench_parser(commands)
     add_asyncapi_parser(commands)
+    # Commands of what is installed beside the gateway (the lab: `bench`, `kafka`).
+    for entry in sorted(entry_points(group="ssegate.commands"), key=lambda e: e.name):
+        register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
+        register = entry.load()
+        register(commands)
     return parser
 
 

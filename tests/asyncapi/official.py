@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ssegate.testing.tools import prepared
+from ssegate_lab.testing.tools import prepared
 
 
 def npm_schema(version: str) -> dict[str, Any]:

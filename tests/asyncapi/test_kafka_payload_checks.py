@@ -22,10 +22,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from tests.test_sse_kafka_models import Gateway
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 ORDER = {
     "type": "object",

@@ -18,12 +18,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from tests.asyncapi.test_round_trip import AUDIENCE, ISSUER, read_events
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.sse.parser import SseEvent
 from ssegate.tools.token import generate_key, mint, public_jwk
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "asyncapi"
 TOPIC = "readings.s1"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.bench.latency import LatencyHistogram, ReceiveCounters, StampTally, bucket_of
 from ssegate.cli import main
+from ssegate_lab.bench.latency import LatencyHistogram, ReceiveCounters, StampTally, bucket_of
 
 
 def _bench(tmp_path: Path, *args: str) -> dict[str, object]:
@@ -92,7 +92,7 @@ def test_proxy_idle_scenario_reports_bytes_per_client(tmp_path: Path) -> None:
 def test_an_h2_case_gives_h2load_the_bulk_of_the_streams_and_python_a_few_for_latency(
     tmp_path: Path,
 ) -> None:
-    from ssegate.bench.h2load import LATENCY_STREAMS
+    from ssegate_lab.bench.h2load import LATENCY_STREAMS
 
     clients = LATENCY_STREAMS + 4
     result = _bench(

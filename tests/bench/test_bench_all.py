@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.bench.suite import registered_scenarios, run_suite, step_argv
-from ssegate.bench.suite_steps import PROFILES, Step, idle_figures, static_figures
 from ssegate.cli import main
+from ssegate_lab.bench.suite import registered_scenarios, run_suite, step_argv
+from ssegate_lab.bench.suite_steps import PROFILES, Step, idle_figures, static_figures
 
 
 def test_all_runs_two_cheap_steps_and_writes_the_summary_with_their_figures(

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.bench.cli import add_bench_parser
-from ssegate.bench.jwt import run_jwt, run_verify
-from ssegate.bench.kafka import run_kafka
-from ssegate.bench.kafka_rig import stamped_values, write_kafka_gateway_config
-from ssegate.bench.kafkasse import ensure_kafkasse
 from ssegate.cache import OFFLINE
 from ssegate.catalogs import build_catalogs
 from ssegate.config.loader import load_config
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.models.topics import TopicModels
+from ssegate_lab.bench.cli import add_bench_parser
+from ssegate_lab.bench.jwt import run_jwt, run_verify
+from ssegate_lab.bench.kafka import run_kafka
+from ssegate_lab.bench.kafka_rig import stamped_values, write_kafka_gateway_config
+from ssegate_lab.bench.kafkasse import ensure_kafkasse
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 
 def test_jwt_scenario_authorizes_every_stream_cold_and_warm(kafka_broker: BrokerInfo) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ssegate.bench.keyed import run_keyed, summarize
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.kafka.testing import kafka_broker as kafka_broker
+from ssegate_lab.bench.keyed import run_keyed, summarize
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.bench.latency import ReceiveCounters, StampTally
-from ssegate.bench.mercure import ensure_mercure, publisher_token
 from ssegate.cache import OFFLINE
 from ssegate.cli import main
-from ssegate.testing.tools import prepared
+from ssegate_lab.bench.latency import ReceiveCounters, StampTally
+from ssegate_lab.bench.mercure import ensure_mercure, publisher_token
+from ssegate_lab.testing.tools import prepared
 
 
 def test_stamp_tally_reads_mercure_events_with_a_space_after_each_colon() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ssegate.bench.h2load import H2loadReport, h2load_delivery, parse_report
+from ssegate_lab.bench.h2load import H2loadReport, h2load_delivery, parse_report
 
 REPORT = b"""\
 finished in 4.01s, 0.00 req/s, 8.56KB/s

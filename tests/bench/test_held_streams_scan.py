@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ssegate.bench.held_streams import EXACT_PER_READ, SAMPLE_EVERY, _Counters, _HeldStream
+from ssegate_lab.bench.held_streams import EXACT_PER_READ, SAMPLE_EVERY, _Counters, _HeldStream
 
 
 def stream() -> tuple[_HeldStream, _Counters]:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ssegate.bench.idle_plan import MachineLimits, PlanError, plan_idle, source_addresses
+from ssegate_lab.bench.idle_plan import MachineLimits, PlanError, plan_idle, source_addresses
 
 SMALL_MACHINE = MachineLimits(
     open_files_soft=20_000,

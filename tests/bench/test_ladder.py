@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssegate.bench.fanout import _outcome
-from ssegate.bench.fanout_report import ratios
-from ssegate.bench.ladder import FAILED, INVALID, PASSED, RESOLUTION, climb, compare
+from ssegate_lab.bench.fanout import _outcome
+from ssegate_lab.bench.fanout_report import ratios
+from ssegate_lab.bench.ladder import FAILED, INVALID, PASSED, RESOLUTION, climb, compare
 
 QUICK_RUNGS = [200.0, 800.0, 3200.0]
 

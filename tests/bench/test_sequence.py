@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssegate.bench.sequence import MAX_HOLES, BatchCounts, StreamSequence
+from ssegate_lab.bench.sequence import MAX_HOLES, BatchCounts, StreamSequence
 
 
 def test_numbers_in_order_are_all_new() -> None:

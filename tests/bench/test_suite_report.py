@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssegate.bench.suite_report import _keyed, judge_targets, markdown
+from ssegate_lab.bench.suite_report import _keyed, judge_targets, markdown
 
 ALL_OK = {name: "ok" for name in ("idle", "kafka", "kafka-throughput", "proxy", "fanout", "static")}
 MILLION = "≥ 1,000,000 events/s delivered at 1,000 subscribers"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssegate.bench.validity import SATURATED_SHARE, client_load, delivery, losses
+from ssegate_lab.bench.validity import SATURATED_SHARE, client_load, delivery, losses
 
 
 def test_ten_events_delivered_twice_are_twenty_read_ten_distinct_and_none_missing() -> None:

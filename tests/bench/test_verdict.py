@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssegate.bench.verdict import Judge, Run, decide
+from ssegate_lab.bench.verdict import Judge, Run, decide
 
 
 def _under(limit: float) -> Judge:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ssegate.bench.foundation import write_static_config
+from ssegate_lab.bench.foundation import write_static_config
 
 
 def _soft_open_files(pid: int) -> int:

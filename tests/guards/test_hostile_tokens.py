@@ -18,11 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
 from ssegate.guards.jwt import b64url_encode
-from ssegate.testing.certs import make_keystore
 from ssegate.tools.token import encode_token
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.testing.certs import make_keystore
 
 from .signing import AUDIENCE, ISSUER, jwks, key, token
 

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from ssegate.cache import OFFLINE
-from ssegate.kafka.broker import (
+from ssegate_lab.broker import (
     BrokerError,
     BrokerInfo,
     broker_status,
@@ -23,7 +23,7 @@ from ssegate.kafka.broker import (
     start_broker,
     stop_broker,
 )
-from ssegate.kafka.testing import TEST_JAVA_OPTIONS, free_port, running_broker
+from ssegate_lab.testing.kafka import TEST_JAVA_OPTIONS, free_port, running_broker
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
 from ssegate.sse.parser import SseEvent, SseParser
 from ssegate.tools.sse_server import ExampleSseServer
+from ssegate_lab.bench.gateway import GatewayProcess
 
 SCHEMA = json.dumps(
     {

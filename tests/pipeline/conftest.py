@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from ssegate.kafka.testing import kafka_broker as kafka_broker
 from ssegate.pipeline.session import spark_session
-from ssegate.testing.tools import prepared
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
+from ssegate_lab.testing.tools import prepared
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from ssegate.kafka.broker import BrokerInfo
-from ssegate.pipeline.bench import run
+from ssegate_lab.bench.pipeline import run
+from ssegate_lab.broker import BrokerInfo
 
 
 def test_pipeline_bench_reports_rates_latency_and_the_continuous_trigger_verdict(

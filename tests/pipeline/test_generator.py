@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ssegate.config.errors import ConfigError
-from ssegate.kafka.broker import BrokerInfo
 from ssegate.pipeline.config import Generator, parse_pipeline
 from ssegate.pipeline.generator import sensor_records
 from ssegate.pipeline.job import start_pipeline
+from ssegate_lab.broker import BrokerInfo
 
 from .records import consume, unique
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from ssegate.kafka.broker import BrokerInfo
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.pipeline.config import Pipeline, parse_pipeline
 from ssegate.pipeline.job import start_pipeline
+from ssegate_lab.broker import BrokerInfo
 
 from .records import consume, produce, reading, unique
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ssegate.demo import start_pipeline, wait_for_message
-from ssegate.kafka.broker import BrokerInfo
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.demo import start_pipeline, wait_for_message
 
 from .records import unique
 

@@ -11,8 +11,8 @@ import pytest
 from cryptography import x509
 
 from ssegate.config.model import Component
-from ssegate.testing.certs import KeyType, make_keystore
 from ssegate.vaults.filesystem import FilesystemVault, build_vault
+from ssegate_lab.testing.certs import KeyType, make_keystore
 
 PASSWORD = "s3cret"
 

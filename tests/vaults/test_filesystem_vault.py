@@ -12,8 +12,8 @@ import pytest
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
-from ssegate.testing.certs import make_keystore
 from ssegate.vaults.filesystem import FilesystemVault, build_vault
+from ssegate_lab.testing.certs import make_keystore
 
 PASSWORD = "s3cret"
 

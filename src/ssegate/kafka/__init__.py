@@ -1,25 +1,5 @@
-"""Apache Kafka next to ssegate: the local broker the demo, tests and benchmarks run against."""
+"""The contract between the Kafka bindings and the ``sse-kafka`` proxy (:mod:`.topics`).
 
-from ssegate.kafka.broker import (
-    BrokerError,
-    BrokerInfo,
-    add_kafka_parser,
-    broker_status,
-    cli_kafka,
-    default_data_dir,
-    ensure_broker_jars,
-    start_broker,
-    stop_broker,
-)
-
-__all__ = [
-    "BrokerError",
-    "BrokerInfo",
-    "add_kafka_parser",
-    "broker_status",
-    "cli_kafka",
-    "default_data_dir",
-    "ensure_broker_jars",
-    "start_broker",
-    "stop_broker",
-]
+The local broker that the demo, the tests and the benchmarks run against is not part of the
+gateway: it is ``ssegate_lab.broker``, next to the gateway in the repository.
+"""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ssegate.cache import cache_root
-from ssegate.kafka.jars import ensure_maven_jars
+from ssegate.jars import ensure_maven_jars
 from ssegate.telemetry.log import event
 
 if TYPE_CHECKING:

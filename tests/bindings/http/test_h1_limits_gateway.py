@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
+from ssegate_lab.bench.gateway import GatewayProcess
 from support.http_servers import H1Response, read_h1_response, run
 
 NAME = "north_http_server"

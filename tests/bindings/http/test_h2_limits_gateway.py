@@ -31,9 +31,9 @@ from hyperframe.frame import (
     WindowUpdateFrame,
 )
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
-from ssegate.testing.certs import make_keystore
+from ssegate_lab.bench.gateway import GatewayProcess
+from ssegate_lab.testing.certs import make_keystore
 from support.h2_peer import RawH2Peer, client_context
 from support.http_servers import H2Client, ended, run
 

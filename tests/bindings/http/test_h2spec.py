@@ -15,7 +15,7 @@ import pytest
 
 from ssegate.bindings.http.connection import HttpConnectionProtocol
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
-from ssegate.testing.tools import prepared
+from ssegate_lab.testing.tools import prepared
 from support.http_certs import make_self_signed, server_context
 from support.http_servers import run, serve
 

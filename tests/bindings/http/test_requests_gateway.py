@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.cli import main
 from ssegate.engine.runtime import free_port
+from ssegate_lab.bench.gateway import GatewayProcess
 
 NAME = "north_http_server"
 RULES = f"bindings.{NAME}.options.requests"

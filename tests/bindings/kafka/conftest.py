@@ -1,1 +1,1 @@
-from ssegate.kafka.testing import kafka_broker as kafka_broker
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker

@@ -10,9 +10,9 @@ from tests.bindings.kafka.support import RecordingListener, create_topic, produc
 
 from ssegate.bindings.kafka.cache_server import KafkaCacheServer
 from ssegate.bindings.kafka.client import KafkaClient
-from ssegate.kafka.broker import start_broker, stop_broker
-from ssegate.kafka.testing import TEST_JAVA_OPTIONS, free_port
 from ssegate.telemetry.metrics import Metrics
+from ssegate_lab.broker import start_broker, stop_broker
+from ssegate_lab.testing.kafka import TEST_JAVA_OPTIONS, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from tests.bindings.kafka.support import RecordingListener, create_topic, produc
 from ssegate.bindings.kafka.cache_server import CacheBounds, KafkaCacheServer
 from ssegate.bindings.kafka.client import KafkaClient
 from ssegate.catalogs import CatalogSet
-from ssegate.kafka.broker import BrokerInfo
 from ssegate.kafka.topics import DefaultOffset, Interest, UnknownTopic
 from ssegate.models.topics import build_topic_checks
 from ssegate.telemetry.metrics import LAG_BUCKETS, Histogram, Metrics
+from ssegate_lab.broker import BrokerInfo
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.bench.gateway import GatewayProcess
 from ssegate.engine.runtime import free_port
 from ssegate.sse.parser import SseEvent, SseParser
+from ssegate_lab.bench.gateway import GatewayProcess
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from ssegate.bindings.tls import client as tls_client
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config
 from ssegate.engine.runtime import Runtime
-from ssegate.testing.certs import CertBundle, make_keystore
 from ssegate.vaults.filesystem import build_vault
+from ssegate_lab.testing.certs import CertBundle, make_keystore
 
 PASSWORD = "s3cret"
 

@@ -24,7 +24,7 @@ from ssegate.config.model import Binding, Component, Config, Route
 from ssegate.engine.runtime import Runtime
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
-from ssegate.testing.certs import CertBundle, make_keystore
+from ssegate_lab.testing.certs import CertBundle, make_keystore
 
 PASSWORD = "s3cret"
 FAILURES = "ssegate.tls.handshake.failures"

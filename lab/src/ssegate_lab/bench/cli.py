@@ -1,0 +1,435 @@
+"""``ssegate bench SCENARIO``: run a benchmark and write its results as JSON.
+
+Every scenario is bounded in time and connection count and stops by itself; every address it
+sends to is on loopback. Results go to ``bench-results/<scenario>-<UTC time>.json`` (or
+``--out``) and are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_bench_parser(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="run a benchmark against a real gateway process",
+        description="Run one benchmark scenario against a gateway started for it; results are"
+        " written as JSON.",
+    )
+    scenarios = bench.add_subparsers(title="scenarios", metavar="SCENARIO", required=True)
+
+    from ssegate_lab.bench.suite import add_all_parser
+
+    add_all_parser(scenarios)  # `all`: every scenario below in turn, one summary
+
+    static = scenarios.add_parser(
+        "static", help="static file requests/s over HTTP/1.1 (wrk) and h2 (h2load)"
+    )
+    static.add_argument("--duration", type=float, default=5.0, help="seconds per tool run")
+    static.add_argument("--connections", type=int, default=50)
+    static.add_argument("--workers", type=int, default=1)
+    static.add_argument("--runs", type=int, default=3, help="runs per tool; the median is kept")
+    static.add_argument("--out", type=Path, default=None, help="JSON file to write")
+    static.set_defaults(func=_static)
+
+    idle = scenarios.add_parser("idle", help="gateway RSS per idle connection, plain and TLS")
+    idle.add_argument("--connections", type=int, default=10_000)
+    idle.add_argument(
+        "--tls-connections", type=int, default=None, help="default: --connections; 0: no TLS"
+    )
+    idle.add_argument("--runs", type=int, default=1, help="runs per phase; the median is kept")
+    idle.add_argument("--workers", type=int, default=None, help="default: what the limits need")
+    idle.add_argument("--client-processes", type=int, default=None)
+    idle.add_argument("--out", type=Path, default=None)
+    idle.set_defaults(func=_idle)
+
+    proxy = scenarios.add_parser(
+        "proxy", help="events/s and latency through the SSE proxy, per protocol and client count"
+    )
+    proxy.add_argument("--clients", type=_int_list, default=[1, 100, 1000])
+    proxy.add_argument(
+        "--rate",
+        type=_int_list,
+        default=[1000, 100, 10],
+        help="published events/s: one value, or one per client count",
+    )
+    proxy.add_argument("--duration", type=float, default=5.0, help="seconds of publishing")
+    proxy.add_argument("--protocol", type=_protocols, default=("h1", "h2"), help="h1,h2")
+    proxy.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    proxy.add_argument("--tls", action="store_true", help="connect over TLS")
+    proxy.add_argument("--client-processes", type=int, default=1)
+    proxy.add_argument("--h2-streams", type=int, default=1, help="h2 streams per connection")
+    proxy.add_argument(
+        "--h2-client", choices=["h2load", "python"], default="h2load",
+        help="who holds most h2 streams (the Python client always holds a few, for latency)",
+    )  # fmt: skip
+    proxy.add_argument("--size", type=int, default=0, help="pad event data to this many bytes")
+    proxy.add_argument("--plot", type=Path, default=None, help="PNG of latency CDFs")
+    proxy.add_argument("--out", type=Path, default=None)
+    proxy.set_defaults(func=_proxy)
+
+    proxy_idle = scenarios.add_parser("proxy-idle", help="gateway RSS per idle proxied client")
+    proxy_idle.add_argument("--clients", type=int, default=1000)
+    proxy_idle.add_argument("--protocol", choices=["h1", "h2"], default="h1")
+    proxy_idle.add_argument("--tls", action="store_true")
+    proxy_idle.add_argument("--out", type=Path, default=None)
+    proxy_idle.set_defaults(func=_proxy_idle)
+
+    fanout = scenarios.add_parser(
+        "fanout", help="plain SSE fan-out, ssegate and Mercure pair by pair: events/s, p99, RSS"
+    )
+    fanout.add_argument("--clients", type=_int_list, default=[100, 1000])
+    fanout.add_argument(
+        "--rate", type=_int_list, default=[200, 20], help="events/s: one, or one per client count"
+    )
+    fanout.add_argument("--duration", type=float, default=4.0, help="seconds of publishing")
+    fanout.add_argument(
+        "--transports", type=_fanout_transports, default=("h1", "tls-h1", "tls-h2"),
+        help="h1 (plain), tls-h1, tls-h2",
+    )  # fmt: skip
+    fanout.add_argument("--idle-clients", type=int, default=1000, help="0: skip the idle part")
+    fanout.add_argument("--ladder-clients", type=int, default=100)
+    fanout.add_argument(
+        "--ladder-rates", type=_counts_or_none, default=None,
+        help="events/s climbed until p99 > 50 ms, then bisected to 10 %% (default 200 ... 2200;"
+        " 'none': no ladder)",
+    )  # fmt: skip
+    fanout.add_argument("--ladder-duration", type=float, default=3.0)
+    fanout.add_argument(
+        "--ladder-budget", type=float, default=180.0,
+        help="seconds the climb and the bisection to 10 %% may take",
+    )  # fmt: skip
+    fanout.add_argument("--mercure-transport", choices=["local", "bolt"], default="local")
+    fanout.add_argument(
+        "--mercure-publish-cost", choices=["separated", "included"], default="separated",
+        help="separated: measure the hub's publish path (POST + JWT per event) alone and report"
+        " its fan-out CPU without it; included: the hub's CPU whole",
+    )  # fmt: skip
+    fanout.add_argument(
+        "--h2-client", choices=["h2load", "python"], default="h2load",
+        help="who holds most streams of the tls-h2 cases",
+    )  # fmt: skip
+    fanout.add_argument("--without-mercure", action="store_true", help="ssegate alone")
+    fanout.add_argument("--client-processes", type=int, default=1)
+    fanout.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    fanout.add_argument("--plot", type=Path, default=None, help="PNG: events/s and latency CDFs")
+    fanout.add_argument("--out", type=Path, default=None)
+    fanout.set_defaults(func=_fanout)
+
+    jwt = scenarios.add_parser(
+        "jwt", help="connects/s, connect latency and RSS of N streams each with its own JWT"
+    )
+    jwt.add_argument("--clients", type=int, default=10_000)
+    jwt.add_argument("--tls", action="store_true", help="connect over TLS")
+    jwt.add_argument("--key-type", choices=["ec", "rsa", "ed25519"], default="ec")
+    jwt.add_argument("--concurrency", type=int, default=64, help="connects in flight")
+    jwt.add_argument(
+        "--verify-only", action="store_true",
+        help="only the in-process cost of verifying a token (no gateway, no broker)",
+    )  # fmt: skip
+    jwt.add_argument("--count", type=int, default=2000, help="--verify-only: tokens per run")
+    jwt.add_argument("--runs", type=int, default=5, help="--verify-only: runs (the median)")
+    jwt.add_argument("--out", type=Path, default=None)
+    jwt.set_defaults(func=_jwt)
+
+    kafka = scenarios.add_parser(
+        "kafka", help="Kafka produce to N SSE clients: events/s, latency; KafkaSSE alongside"
+    )
+    kafka.add_argument("--clients", type=_int_list, default=[1, 100, 1000])
+    kafka.add_argument(
+        "--rate",
+        type=_int_list,
+        default=[5000, 1000, 200],
+        help="produced messages/s: one value, or one per client count",
+    )
+    kafka.add_argument("--duration", type=float, default=5.0, help="seconds of producing")
+    kafka.add_argument("--idle-clients", type=int, default=1000, help="0: skip the idle part")
+    kafka.add_argument(
+        "--kafkasse-clients",
+        type=_counts_or_none,
+        default=[1, 100],
+        help="client counts also served by KafkaSSE ('none' to skip it)",
+    )
+    kafka.add_argument(
+        "--model",
+        choices=["none", "json", "avro"],
+        default="none",
+        help="a model checking every value of ssegate's topics (avro: produced as Avro, view json)",
+    )
+    kafka.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    kafka.add_argument("--out", type=Path, default=None)
+    kafka.set_defaults(func=_kafka)
+
+    keyed = scenarios.add_parser(
+        "keyed", help="N streams each filtering on its own key: loss, duplicates, p99, CPU"
+    )
+    keyed.add_argument("--streams", type=_int_list, default=[1000, 10_000])
+    keyed.add_argument("--rate", type=float, default=1000.0, help="keyed messages/s produced")
+    keyed.add_argument("--duration", type=float, default=30.0, help="seconds of producing")
+    keyed.add_argument("--keys", type=int, default=50_000, help="distinct keys produced")
+    keyed.add_argument("--partitions", type=int, default=3)
+    keyed.add_argument("--repeat", type=int, default=3, help="runs per case; medians kept")
+    keyed.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="a source tree (a checkout of another commit) whose gateway runs the same cases",
+    )
+    keyed.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    keyed.add_argument("--plot", type=Path, default=None, help="PNG: CPU per message, p99")
+    keyed.add_argument("--default-offset", choices=["historical", "live"], default=None)
+    keyed.add_argument(
+        "--rss-every", type=float, default=0.0, help="sample the gateway's RSS every S s (soak)"
+    )
+    keyed.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="messages produced before the streams open: each opens over a full cache",
+    )
+    keyed.add_argument("--out", type=Path, default=None)
+    keyed.set_defaults(func=_keyed)
+
+    pipeline = scenarios.add_parser(
+        "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
+    )
+    pipeline.add_argument("--records", type=int, default=1_000_000, help="raw records produced")
+    pipeline.add_argument("--runs", type=int, default=3, help="runs per case; the median is kept")
+    pipeline.add_argument("--latency-seconds", type=float, default=10.0)
+    pipeline.add_argument("--latency-rate", type=int, default=1000, help="records/s produced")
+    pipeline.add_argument("--master", default="local[2]")
+    pipeline.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
+    pipeline.add_argument(
+        "--source-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a Kafka source option, e.g. maxOffsetsPerTrigger=100000",
+    )  # fmt: skip
+    pipeline.add_argument("--out", type=Path, default=None)
+    pipeline.set_defaults(func=_pipeline)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        message = f"{text!r} is not a comma-separated list of integers"
+        raise argparse.ArgumentTypeError(message) from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be a positive integer")
+    return values
+
+
+def _counts_or_none(text: str) -> list[int]:
+    return [] if text.strip().lower() == "none" else _int_list(text)
+
+
+def _protocols(text: str) -> tuple[str, ...]:
+    values = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [v for v in values if v not in ("h1", "h2")]
+    if not values or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: protocols are h1 and h2")
+    return values
+
+
+def _static(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.foundation import run_static
+
+    return _write(run_static(args.duration, args.connections, args.workers, args.runs), args.out)
+
+
+def _idle(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.idle import run_idle
+    from ssegate_lab.bench.idle_plan import PlanError
+
+    try:
+        results = run_idle(
+            args.connections,
+            tls_count=args.tls_connections,
+            runs=args.runs,
+            gateway_workers=args.workers,
+            client_processes=args.client_processes,
+        )
+    except PlanError as exc:
+        raise SystemExit(f"ssegate: bench idle: {exc}") from None
+    return _write(results, args.out)
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.proxy import plot_latency, run_proxy
+
+    results = run_proxy(
+        args.clients,
+        [float(rate) for rate in args.rate],
+        duration=args.duration,
+        protocols=args.protocol,
+        workers=args.workers,
+        tls=args.tls,
+        client_processes=args.client_processes,
+        h2_streams=args.h2_streams,
+        size=args.size,
+        h2_client=args.h2_client,
+    )
+    if args.plot is not None:
+        results["plot"] = plot_latency(results, args.plot)
+    return _write(results, args.out)
+
+
+def _proxy_idle(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.proxy import run_proxy_idle
+
+    return _write(run_proxy_idle(args.clients, protocol=args.protocol, tls=args.tls), args.out)
+
+
+def _fanout_transports(text: str) -> tuple[str, ...]:
+    values = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not values or any(v not in ("h1", "tls-h1", "tls-h2") for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: transports are h1, tls-h1 and tls-h2")
+    return values
+
+
+def _fanout(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.fanout import run_fanout
+    from ssegate_lab.bench.fanout_report import plot_fanout
+
+    results = run_fanout(
+        args.clients,
+        [float(rate) for rate in args.rate],
+        duration=args.duration,
+        transports=args.transports,
+        idle_clients=args.idle_clients,
+        ladder_clients=args.ladder_clients,
+        ladder_rates=None if args.ladder_rates is None else [float(r) for r in args.ladder_rates],
+        ladder_duration=args.ladder_duration,
+        ladder_budget=args.ladder_budget,
+        mercure=not args.without_mercure,
+        mercure_transport=args.mercure_transport,
+        client_processes=args.client_processes,
+        workers=args.workers,
+        h2_client=args.h2_client,
+        mercure_publish_cost=args.mercure_publish_cost,
+    )
+    if args.plot is not None:
+        results["plot"] = plot_fanout(results, args.plot)
+    return _write(results, args.out)
+
+
+def _jwt(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.jwt import run_jwt, run_verify
+
+    if args.verify_only:
+        return _write(run_verify(args.count, args.runs), args.out)
+
+    results = run_jwt(
+        args.clients, tls=args.tls, key_type=args.key_type, concurrency=args.concurrency
+    )
+    return _write(results, args.out)
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.kafka import run_kafka
+
+    results = run_kafka(
+        args.clients,
+        [float(rate) for rate in args.rate],
+        duration=args.duration,
+        idle_clients=args.idle_clients,
+        kafkasse_clients=args.kafkasse_clients,
+        model=args.model,
+        workers=args.workers,
+    )
+    return _write(results, args.out)
+
+
+def _keyed(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.keyed import plot_keyed, run_keyed
+
+    results = run_keyed(
+        args.streams,
+        rate=args.rate,
+        duration=args.duration,
+        keys=args.keys,
+        partitions=args.partitions,
+        repeat=args.repeat,
+        baseline_src=args.baseline_src,
+        workers=args.workers,
+        default_offset=args.default_offset,
+        rss_every=args.rss_every,
+        history=args.history,
+        progress=None if args.out is None else lambda partial: _save(partial, args.out),
+    )
+    if args.plot is not None:
+        results["plot"] = plot_keyed(results, args.plot)
+    return _write(results, args.out)
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.pipeline import run
+
+    def pairs(items: list[str]) -> dict[str, str]:
+        return dict(item.split("=", 1) for item in items if "=" in item)
+
+    results = run(
+        args.records,
+        args.runs,
+        latency_seconds=args.latency_seconds,
+        latency_rate=args.latency_rate,
+        master=args.master,
+        conf=pairs(args.conf),
+        source_options=pairs(args.source_option),
+    )
+    return _write(results, args.out)
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def _without_histograms(value: Any) -> Any:
+    """The results as printed: histograms stay in the file only."""
+    if isinstance(value, dict):
+        return {k: _without_histograms(v) for k, v in value.items() if k != "histogram_us"}
+    if isinstance(value, list):
+        return [_without_histograms(v) for v in value]
+    return value
+
+
+def _save(partial: dict[str, Any], out: Path) -> None:
+    """What a long scenario has measured so far, beside where its result will go."""
+    path = out.with_name(out.name + ".partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(partial, indent=2) + "\n")
+
+
+def _write(results: dict[str, Any], out: Path | None) -> int:
+    results["machine"] = machine()
+    results["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if out is None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        out = Path("bench-results") / f"{results['scenario']}-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(_without_histograms(results), indent=2))
+    print(f"written to {out}")
+    return 0

@@ -1,0 +1,397 @@
+"""``ssegate bench pipeline``: records/s through the Spark pipeline, and produce → sink latency.
+
+:func:`run` starts its own Kafka broker (free ports, a temporary data directory, stopped after)
+unless given one, and its own Spark session unless given one. It produces ``records`` small JSON
+sensor readings into a raw topic, then times two pipelines with ``trigger(availableNow=True)``,
+each ``runs`` times from a fresh checkpoint:
+
+- ``stateless``: the ``json`` model with a JSON Schema (the Python validation step), the declared
+  fields parsed, a ``where`` filter and a projection, written to a sink topic;
+- ``windowed``: the same reading and checking, then 1 s tumbling windows per device (count, avg,
+  max) over a watermark, written in append mode.
+
+records/s is ``records`` over the query's wall time, from its start to its end; the session start
+is reported on its own. Spark's own progress reports (batch durations, rows/s) come with it.
+
+The latency case then runs the stateless pipeline continuously with each micro-batch ``trigger``
+(``0`` = the next batch as soon as the last ends) while a producer writes readings carrying their
+send time at ``latency_rate`` per second; a consumer of the sink topic takes the arrival time.
+It also tries Spark's continuous trigger on the same job and reports whether Spark accepts it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ssegate.pipeline.config import Pipeline, parse_pipeline
+from ssegate.pipeline.job import Trigger, build_outputs, start_pipeline
+from ssegate.pipeline.topics import TopicSpec, ensure_topics
+from ssegate_lab.bench.pipeline_cpu import CpuShare
+from ssegate_lab.broker import start_broker, stop_broker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+FIELDS = "device STRING, tenant STRING, temperature DOUBLE, ts TIMESTAMP, sent BIGINT"
+READING_SCHEMA = {
+    "type": "object",
+    "required": ["device", "tenant", "temperature", "ts"],
+    "properties": {
+        "device": {"type": "string"},
+        "tenant": {"type": "string"},
+        "temperature": {"type": "number"},
+        "ts": {"type": "string"},
+        "sent": {"type": "integer"},
+    },
+}
+DEVICES = 100
+READINGS_PER_EVENT_SECOND = 10_000
+RAW_TOPIC = "bench.raw"
+
+
+def run(
+    records: int = 1_000_000,
+    runs: int = 3,
+    *,
+    cases: Sequence[str] = ("stateless", "windowed"),
+    partitions: int = 2,
+    triggers: Sequence[float] = (0.0, 0.1),
+    latency_seconds: float = 10.0,
+    latency_rate: int = 1000,
+    continuous: bool = True,
+    source_options: Mapping[str, str] | None = None,
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    bootstrap: str | None = None,
+) -> dict[str, Any]:
+    """Run every case; ``spark``/``bootstrap`` reuse a session or broker instead of starting one.
+
+    ``source_options`` go to Spark's Kafka source (``maxOffsetsPerTrigger``, say); ``conf`` to the
+    session it starts (``spark.sql.execution.arrow.maxRecordsPerBatch``, say).
+    """
+    with tempfile.TemporaryDirectory(prefix="ssegate-bench-pipeline-") as tmp:
+        work = Path(tmp)
+        own_broker = bootstrap is None
+        if bootstrap is None:
+            started = time.monotonic()
+            bootstrap = start_broker(
+                _free_port(), work / "kafka", controller_port=_free_port(), heap="768m"
+            ).bootstrap
+            broker_start_s = time.monotonic() - started
+        try:
+            results: dict[str, Any] = {
+                "scenario": "pipeline",
+                "records": records,
+                "runs": runs,
+                "partitions": partitions,
+                "master": master,
+                "conf": dict(conf or {}),
+                "source_options": dict(source_options or {}),
+            }
+            if own_broker:
+                results["broker_start_s"] = round(broker_start_s, 2)
+            session_start_s = None
+            if spark is None:
+                from ssegate.pipeline.session import spark_session
+
+                started = time.monotonic()
+                spark = spark_session(master, "ssegate-bench-pipeline", conf)
+                session_start_s = time.monotonic() - started
+            results["session_start_s"] = session_start_s and round(session_start_s, 2)
+            raw = _unique(RAW_TOPIC)
+            ensure_topics(bootstrap, [TopicSpec(raw, partitions)])
+            results["produce"] = produce_readings(bootstrap, raw, records)
+            bench = _Bench(spark, bootstrap, raw, work, dict(source_options or {}))
+            for case in cases:
+                results[case] = bench.throughput(case, records, runs)
+            results["latency"] = {
+                _trigger_name(t): bench.latency(t, latency_seconds, latency_rate) for t in triggers
+            }
+            if continuous:
+                results["latency"]["continuous"] = bench.continuous()
+            return results
+        finally:
+            if own_broker:
+                stop_broker(work / "kafka")
+
+
+def produce_readings(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    """``count`` readings, 10,000 per event-time second over 100 devices, produced in batches."""
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+        "acks": 1,
+    })  # fmt: skip
+    started = time.monotonic()
+    for index in range(count):
+        value = _reading(index)
+        while True:
+            try:
+                producer.produce(topic, value, key=value[11:21])
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if index % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"could not produce every reading to {topic}")
+    seconds = time.monotonic() - started
+    return {"records": count, "seconds": round(seconds, 2), "records_per_s": round(count / seconds)}
+
+
+def _reading(index: int, sent: int = 0) -> bytes:
+    second, part = divmod(index, READINGS_PER_EVENT_SECOND)
+    minutes, seconds = divmod(second, 60)
+    hours, minutes = divmod(minutes, 60)
+    millis = part * 1000 // READINGS_PER_EVENT_SECOND
+    return (
+        f'{{"device":"device-{index % DEVICES:03d}","tenant":"acme",'
+        f'"temperature":{15 + index % 250 / 10},'
+        f'"ts":"2024-01-01T{hours % 24:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z",'
+        f'"sent":{sent}}}'
+    ).encode()
+
+
+class _Bench:
+    """The cases, sharing one session, one broker and one raw topic."""
+
+    def __init__(
+        self, spark: SparkSession, bootstrap: str, raw: str, work: Path, options: dict[str, str]
+    ) -> None:
+        self.spark, self.bootstrap, self.raw, self.work, self.options = (
+            spark, bootstrap, raw, work, options,
+        )  # fmt: skip
+        self.sequence = 0
+
+    def pipeline(self, case: str, raw: str, *, starting: str = "earliest") -> Pipeline:
+        self.sequence += 1
+        sink: dict[str, Any] = {"from": "readings", "topic": f"bench.{case}.{self.sequence}",
+                                "key": "device"}  # fmt: skip
+        if case == "windowed":
+            sink["window"] = {
+                "duration": "1 second",
+                "group_by": ["device"],
+                "aggregates": {
+                    "count": "count(*)",
+                    "avg": "avg(temperature)",
+                    "max": "max(temperature)",
+                },
+            }
+        else:
+            sink["where"] = "temperature > 16"
+            sink["select"] = {"device": "device", "celsius": "temperature", "sent": "sent"}
+        source: dict[str, Any] = {
+            "kafka": {"topic": raw, "starting_offsets": starting, "options": self.options},
+            "model": {"model": "json", "catalog": {"schemas": [{"subject": "reading"}]}},
+            "fields": FIELDS,
+        }
+        if case == "windowed":
+            source.update(event_time="ts", watermark="1 second")
+        return parse_pipeline({
+            "name": f"bench-{case}",
+            "bootstrap": self.bootstrap,
+            "checkpoint": str(self.work / "checkpoints" / f"{case}-{self.sequence}"),
+            "catalogs": {"schemas": {"type": "inline", "options": {
+                "subjects": {"reading": {"schema": json.dumps(READING_SCHEMA)}}}}},
+            "sources": {"readings": source},
+            "sinks": {"out": sink},
+        })  # fmt: skip
+
+    def throughput(self, case: str, records: int, runs: int) -> dict[str, Any]:
+        measured = []
+        for _ in range(runs):
+            pipeline = self.pipeline(case, self.raw)
+            cpu = CpuShare()
+            started = time.monotonic()
+            (query,) = start_pipeline(self.spark, pipeline, trigger="available_now")
+            query.awaitTermination()
+            seconds = time.monotonic() - started
+            shares = cpu.shares()
+            if query.exception() is not None:
+                raise RuntimeError(f"{case}: {query.exception()}")
+            sink = pipeline.sinks["out"].topic
+            measured.append({
+                "seconds": round(seconds, 2),
+                "records_per_s": round(records / seconds),
+                "sink_records": _end_offsets(self.bootstrap, sink),
+                **shares,
+                "batches": [_batch(p) for p in _progress(query)],
+            })  # fmt: skip
+        rates = [m["records_per_s"] for m in measured]
+        return {
+            "median_records_per_s": round(statistics.median(rates)),
+            "median_seconds": statistics.median(m["seconds"] for m in measured),
+            "runs": measured,
+        }
+
+    def latency(self, trigger: float, seconds: float, rate: int) -> dict[str, Any]:
+        raw = _unique("bench.live")
+        ensure_topics(self.bootstrap, [TopicSpec(raw, 1)])
+        pipeline = self.pipeline("stateless", raw, starting="latest")
+        sink = pipeline.sinks["out"].topic
+        ensure_topics(self.bootstrap, [TopicSpec(sink, 1)])
+        (query,) = start_pipeline(self.spark, pipeline, trigger=_as_trigger(trigger))
+        try:
+            _wait_for_first_batch(query)
+            cpu = CpuShare()
+            result = measure_latency(self.bootstrap, raw, sink, seconds, rate)
+            result.update(cpu.shares())
+            batches = [_batch(p) for p in _progress(query)]
+            durations = [b["duration_ms"] for b in batches if b["rows"]]
+            if durations:
+                result["median_batch_ms"] = statistics.median(durations)
+            result["batches_with_rows"] = len(durations)
+            return result
+        finally:
+            query.stop()
+
+    def continuous(self) -> dict[str, Any]:
+        """Whether Spark runs this job with ``trigger(continuous=...)``, and why not."""
+        raw = _unique("bench.live")
+        ensure_topics(self.bootstrap, [TopicSpec(raw, 1)])
+        pipeline = self.pipeline("stateless", raw, starting="latest")
+        (output,) = build_outputs(self.spark, pipeline, self.bootstrap, pipeline.checkpoint)
+        writer = (
+            output.records.writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("topic", output.topic)
+            .option("checkpointLocation", str(output.checkpoint))
+            .trigger(continuous="1 second")
+        )
+        try:
+            query = writer.start()
+            query.awaitTermination(10)
+        except Exception as exc:  # Spark refuses the plan: that is the finding
+            return {"supported": False, "reason": _first_line(str(exc))}
+        failure = query.exception()
+        query.stop()
+        if failure is not None:
+            return {"supported": False, "reason": _first_line(str(failure))}
+        return {"supported": True}
+
+
+def measure_latency(
+    bootstrap: str, raw: str, sink: str, seconds: float, rate: int
+) -> dict[str, Any]:
+    """Produce ``rate`` readings/s for ``seconds`` carrying their send time; time their arrival
+    on ``sink``. Latencies are in milliseconds."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _unique("bench"),
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 5})  # fmt: skip
+    high = consumer.get_watermark_offsets(TopicPartition(sink, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(sink, 0, high)])
+    expected = int(seconds * rate)
+    producer_done = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+        started = time.monotonic()
+        for index in range(expected):
+            delay = started + index / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce(raw, _reading(index, time.time_ns() // 1000))
+            producer.poll(0)
+        producer.flush(30)
+        producer_done.set()
+
+    thread = threading.Thread(target=produce, name="bench-producer", daemon=True)
+    thread.start()
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds + 30
+    quiet_since = time.monotonic()
+    try:
+        # Until the deadline, or 3 s without a record once some arrived and the producer is done.
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.1)  # one at a time: each gets its own arrival time
+            arrived = time.time_ns() // 1000
+            if message is not None and message.error() is None:
+                sent = json.loads(message.value() or b"{}").get("sent", 0)
+                latencies.append((arrived - sent) / 1000)
+                quiet_since = time.monotonic()
+            elif latencies and producer_done.is_set() and time.monotonic() - quiet_since > 3:
+                break
+    finally:
+        consumer.close()
+        thread.join(35)
+    latencies.sort()
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "received": len(latencies),
+        **{f"p{q}_ms": _percentile(latencies, q) for q in (50, 90, 99)},
+        "max_ms": round(latencies[-1], 1) if latencies else None,
+    }
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    return round(values[min(len(values) - 1, int(len(values) * q / 100))], 1)
+
+
+def _wait_for_first_batch(query: StreamingQuery, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not query.recentProgress and time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()))
+        time.sleep(0.1)
+
+
+def _progress(query: StreamingQuery) -> list[dict[str, Any]]:
+    return [json.loads(p.json) for p in query.recentProgress]
+
+
+def _batch(progress: Mapping[str, Any]) -> dict[str, Any]:
+    durations = progress.get("durationMs", {})
+    return {
+        "rows": progress.get("numInputRows", 0),
+        "duration_ms": durations.get("triggerExecution"),
+        "add_batch_ms": durations.get("addBatch"),
+        "processed_rows_per_s": round(progress.get("processedRowsPerSecond") or 0),
+    }
+
+
+def _end_offsets(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _unique("bench")})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        )
+    finally:
+        consumer.close()
+
+
+def _as_trigger(seconds: float) -> Trigger:
+    return None if seconds == 0 else seconds
+
+
+def _trigger_name(seconds: float) -> str:
+    return "trigger_0" if seconds == 0 else f"trigger_{round(seconds * 1000)}ms"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else "no message"
+
+
+def _unique(name: str) -> str:
+    return f"{name}.{time.time_ns() % 10**12:012d}"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
