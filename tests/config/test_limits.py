@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ssegate.cli import EXIT_CONFIG, main
-from ssegate.config import ConfigError, load_config_text
+from ssegate.config.errors import ConfigError
+from ssegate.config.loader import load_config_text
 from ssegate.config.yaml_reader import ConfigLimits
 
 FILESYSTEM = """\

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ssegate.config import ConfigError, ConfigErrors, load_config, load_config_text
-from ssegate.config.loader import substitute_env
+from ssegate.config.errors import ConfigError, ConfigErrors
+from ssegate.config.loader import load_config, load_config_text, substitute_env
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENV = {"KEYSTORE_PASSWORD": "generated"}

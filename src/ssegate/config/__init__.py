@@ -1,16 +1,6 @@
-"""Loading ``zilla.yaml``: :func:`load_config` returns the resolved :class:`Config`."""
+"""Loading ``zilla.yaml``: :func:`~ssegate.config.loader.load_config` returns the resolved
+:class:`~ssegate.config.model.Config`.
 
-from ssegate.config.errors import ConfigError, ConfigErrors
-from ssegate.config.loader import load_config, load_config_text
-from ssegate.config.model import Binding, Component, Config, Route
-
-__all__ = [
-    "Binding",
-    "Component",
-    "Config",
-    "ConfigError",
-    "ConfigErrors",
-    "Route",
-    "load_config",
-    "load_config_text",
-]
+The package imports nothing itself: :mod:`.errors` and :mod:`.model` are imported by the parts
+the loader resolves (guards, bindings), so the loader must not be loaded by importing them.
+"""

@@ -20,12 +20,19 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ssegate.bindings.tcp.server import TcpServer
-from ssegate.bindings.tls.server import TlsServer
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Component, Config
 from ssegate.config.unsupported import refuse_unsupported, refuse_unsupported_component
 from ssegate.engine.context import ExitKind
+from ssegate.engine.listeners import (
+    CONNECTION_HANDLER,
+    LISTENER_EXIT,
+    TCP_SERVER,
+    ConnectionHandler,
+    ProtocolFactory,
+    TcpListening,
+    TlsTermination,
+)
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.selection import MetricSelection
@@ -81,28 +88,12 @@ def _load(target: str) -> Callable[..., Any]:
 
 
 @runtime_checkable
-class ConnectionHandler(Protocol):
-    """A binding that takes accepted connections (the http server)."""
-
-    def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
-        """What a listener calls for every accepted connection."""
-
-
 @runtime_checkable
 class Closable(Protocol):
     """A built binding with something to stop when the gateway stops."""
 
     def close(self) -> object:
         """Stop; may return a coroutine to wait for."""
-
-
-CONNECTION_HANDLER: ExitKind[ConnectionHandler] = ExitKind(
-    ConnectionHandler, "a binding that takes connections (an http server)"
-)
-LISTENER_EXIT: ExitKind[TlsServer | ConnectionHandler] = ExitKind(
-    (TlsServer, ConnectionHandler), "a tls server or an http server"
-)
-TCP_SERVER: ExitKind[TcpServer] = ExitKind(TcpServer, "a tcp server")
 
 
 class Runtime:
@@ -231,7 +222,7 @@ class Runtime:
         refuse_unsupported_component("exporter", component)
         return _load(target)
 
-    def build(self) -> list[TcpServer]:
+    def build(self) -> list[TcpListening]:
         """Build every binding reachable from a tcp server and check the exporters. Raises
         ConfigError."""
         for name in self._config.exporters:
@@ -245,7 +236,7 @@ class Runtime:
                 servers.append(server)
         return servers
 
-    def _listener_exit(self, tcp: TcpServer, name: str) -> TlsServer | ConnectionHandler:
+    def _listener_exit(self, tcp: TcpListening, name: str) -> TlsTermination | ConnectionHandler:
         return self.exit(name, LISTENER_EXIT, self._exit_path(tcp.name, name))
 
     def _exit_path(self, owner: str, name: str) -> str:
@@ -258,13 +249,13 @@ class Runtime:
 
     async def start(self, *, reuse_port: bool = False) -> None:
         loop = asyncio.get_running_loop()
-        from ssegate.bindings.tls.server import install_loop_exception_filter
-
-        install_loop_exception_filter(loop, self._metrics)
         for tcp in self.build():
             for listener in tcp.listeners:
                 exit_obj = self._listener_exit(tcp, listener.exit)
-                ssl_context = exit_obj.ssl_context if isinstance(exit_obj, TlsServer) else None
+                ssl_context = None
+                if isinstance(exit_obj, TlsTermination):
+                    exit_obj.prepare_loop(loop, self._metrics)
+                    ssl_context = exit_obj.ssl_context
                 factory = self._protocol_factory(exit_obj)
                 server = await self._listen(
                     loop, factory, listener.host, listener.port, ssl_context, reuse_port, tcp.name
@@ -295,24 +286,18 @@ class Runtime:
             else:
                 started(component, telemetry.get("attributes"))
 
-    def _protocol_factory(
-        self, exit_obj: TlsServer | ConnectionHandler
-    ) -> Callable[[], asyncio.Protocol]:
+    def _protocol_factory(self, exit_obj: TlsTermination | ConnectionHandler) -> ProtocolFactory:
         """What a listener creates per connection: the http server's protocol, chosen by ALPN
         when a tls server routes protocols to different bindings."""
-        if not isinstance(exit_obj, TlsServer):
+        if not isinstance(exit_obj, TlsTermination):
             return exit_obj.protocol_factory()
         factories = {
             name: self.exit(
                 name, CONNECTION_HANDLER, self._exit_path(exit_obj.name, name)
             ).protocol_factory()
-            for name in {route.exit for route in exit_obj.routes} | {exit_obj.exit}
+            for name in exit_obj.exits()
         }
-        if len(factories) == 1:
-            return factories[exit_obj.exit]
-        from ssegate.bindings.tls.alpn import alpn_factory
-
-        return alpn_factory(exit_obj.exit_for_alpn, factories)
+        return exit_obj.dispatch(factories)
 
     async def _listen(
         self,

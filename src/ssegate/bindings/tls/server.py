@@ -30,15 +30,17 @@ import asyncio
 import logging
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
 
+from ssegate.bindings.tls.alpn import alpn_factory
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
+from ssegate.engine.listeners import ProtocolFactory
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 from ssegate.vaults.filesystem import FilesystemVault, KeyEntry
@@ -159,6 +161,19 @@ class TlsServer:
             if not route.protocols or (alpn is not None and alpn in route.protocols):
                 return route.exit
         return self.exit
+
+    # -- what the runtime's listener needs (ssegate.engine.listeners.TlsTermination) ----------
+
+    def exits(self) -> set[str]:
+        return {route.exit for route in self.routes} | {self.exit}
+
+    def dispatch(self, factories: Mapping[str, ProtocolFactory]) -> ProtocolFactory:
+        if len(factories) == 1:
+            return factories[self.exit]
+        return alpn_factory(self.exit_for_alpn, dict(factories))
+
+    def prepare_loop(self, loop: asyncio.AbstractEventLoop, metrics: Metrics) -> None:
+        install_loop_exception_filter(loop, metrics)
 
 
 def build(binding: Binding, ctx: BuildContext) -> TlsServer:
