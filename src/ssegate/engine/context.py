@@ -21,7 +21,7 @@ from ssegate.telemetry.metrics import Metrics
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
     from ssegate.guards.guard import Guard
-    from ssegate.vaults.filesystem import FilesystemVault
+    from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ class BuildContext(Protocol):
         """The built binding called ``name``, which the config at ``where`` (an ``exit``) names;
         a ConfigError at ``where`` when it is not of ``kind``."""
 
-    def vault(self, name: str) -> FilesystemVault:
+    def vault(self, name: str) -> Vault:
         """The built vault called ``name``."""
 
     def guard(self, name: str) -> Guard:

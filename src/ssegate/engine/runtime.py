@@ -40,7 +40,7 @@ from ssegate.telemetry.selection import MetricSelection
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
     from ssegate.guards.guard import Guard
-    from ssegate.vaults.filesystem import FilesystemVault
+    from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")
 
@@ -104,7 +104,7 @@ class Runtime:
         self._metrics = metrics or Metrics()
         self._built: dict[str, object] = {}
         self._building: set[str] = set()
-        self._vaults: dict[str, FilesystemVault] = {}
+        self._vaults: dict[str, Vault] = {}
         self._guards: dict[str, Guard] = {}
         self._catalogs: CatalogSet | None = None
         self._servers: list[asyncio.AbstractServer] = []
@@ -168,7 +168,7 @@ class Runtime:
         self._built[name] = built
         return built
 
-    def vault(self, name: str) -> FilesystemVault:
+    def vault(self, name: str) -> Vault:
         vault = self._vaults.get(name)
         if vault is None:
             component = self._config.vaults[name]
@@ -178,7 +178,7 @@ class Runtime:
                 raise ConfigError(
                     f"vaults.{name}.type", f"vault type '{component.type}' is not supported"
                 )
-            built: FilesystemVault = _load(target)(component, self.resolve_path)
+            built: Vault = _load(target)(component, self.resolve_path)
             vault = self._vaults[name] = built
         return vault
 

@@ -80,6 +80,10 @@ class FilesystemVault:
         store = self.stores.get(kind)
         return store.aliases() if store else []
 
+    def entries(self, kind: str = "keys") -> list[KeyEntry]:
+        store = self.stores.get(kind)
+        return list(store.keys) if store else []
+
     def key(self, alias: str, *, path: str = "", kind: str = "keys") -> KeyEntry:
         """The key entry ``alias`` of the ``keys`` (or ``signers``) store.
 

@@ -21,7 +21,7 @@ from typing import Any
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
-from ssegate.vaults.filesystem import FilesystemVault
+from ssegate.vaults.vault import Vault
 
 VERSIONS = {
     "TLS": (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.MAXIMUM_SUPPORTED),
@@ -48,7 +48,7 @@ def build(binding: Binding, ctx: BuildContext) -> TlsClient:
     where = f"{binding.path}.options"
     if not binding.exit:
         raise ConfigError(f"{binding.path}.exit", "a tls client needs an exit (a tcp client)")
-    vault: FilesystemVault | None = ctx.vault(binding.vault) if binding.vault else None
+    vault: Vault | None = ctx.vault(binding.vault) if binding.vault else None
     versions = VERSIONS.get(str(options.get("version", "TLS")))
     if versions is None:
         raise ConfigError(

@@ -43,7 +43,8 @@ from ssegate.engine.context import BuildContext
 from ssegate.engine.listeners import ProtocolFactory
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
-from ssegate.vaults.filesystem import FilesystemVault, KeyEntry
+from ssegate.vaults.filesystem import KeyEntry
+from ssegate.vaults.vault import Vault
 
 FAILURES_METRIC = "ssegate.tls.handshake.failures"
 DEFAULT_ALPN = ("h2", "http/1.1")
@@ -181,7 +182,7 @@ def build(binding: Binding, ctx: BuildContext) -> TlsServer:
     where = f"{binding.path}.options"
     if not binding.vault:
         raise ConfigError(f"{binding.path}.vault", "a tls server needs a vault with its keys")
-    vault: FilesystemVault = ctx.vault(binding.vault)
+    vault: Vault = ctx.vault(binding.vault)
     entries = _key_entries(vault, options.get("keys"), f"{where}.keys")
     routes = _routes(binding)
     exit_name = binding.exit or (routes[-1].exit if routes else None)
@@ -224,13 +225,13 @@ def build(binding: Binding, ctx: BuildContext) -> TlsServer:
     return TlsServer(binding.name, primary, exit_name, tuple(routes), alpn, sni)
 
 
-def _key_entries(vault: FilesystemVault, keys: Any, where: str) -> list[tuple[str, str, KeyEntry]]:
+def _key_entries(vault: Vault, keys: Any, where: str) -> list[tuple[str, str, KeyEntry]]:
     """``(alias, yaml path, entry)`` for each key named (or every key of the store)."""
     if keys is None:
-        store = vault.stores.get("keys")
-        if store is None or not store.keys:
+        entries = vault.entries("keys")
+        if not entries:
             raise ConfigError(where, f"vault '{vault.name}' has no key to serve")
-        return [(e.alias or "", where, e) for e in store.keys]
+        return [(e.alias or "", where, e) for e in entries]
     aliases = _names_list(keys, where)
     if not aliases:
         raise ConfigError(where, "at least one key alias is needed")
