@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import socket
 import ssl
 from collections.abc import Callable
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ssegate.config.errors import ConfigError, NotSupportedYet
@@ -81,13 +81,12 @@ EXPORTER_STARTERS: dict[str, str] = {
 
 
 def _load(target: str) -> Callable[..., Any]:
-    """The factory a registry entry names (``module:function``), imported on first use."""
-    module_name, _, attr = target.partition(":")
-    function: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
+    """The factory a registry entry names (``module:function``, the entry-point notation),
+    imported on first use."""
+    function: Callable[..., Any] = EntryPoint(target, target, "ssegate.factories").load()
     return function
 
 
-@runtime_checkable
 @runtime_checkable
 class Closable(Protocol):
     """A built binding with something to stop when the gateway stops."""
