@@ -291,12 +291,16 @@ class Produced:
     ended_ns: int
 
 
+KeyedMessage = Callable[[int], tuple[bytes, bytes]]
+"""Given the produce time (``time.monotonic_ns()``), a message's ``(key, value)``."""
+
+
 def produce_at_rate(
     producer: Any, topic: str, rate: float, duration: float, *, first_sequence: int = 0,
-    tick: float = 0.005, encode: StampedValue | None = None,
+    tick: float = 0.005, encode: StampedValue | None = None, keyed: KeyedMessage | None = None,
 ) -> Produced:  # fmt: skip
     """Produce ``rate`` stamped messages/s to ``topic`` for ``duration`` s, then flush; values
-    written by ``encode`` (default: JSON text)."""
+    written by ``encode`` (default: JSON text), or keys and values by ``keyed``."""
     value_of = encode or stamped_values("none")
     total = max(1, round(rate * duration))
     written = 0
@@ -305,12 +309,16 @@ def produce_at_rate(
         elapsed = (time.monotonic_ns() - started) / 1e9
         due = min(total, int(rate * elapsed) + 1) - written
         for _ in range(due):
-            value = value_of(time.monotonic_ns(), first_sequence + written)
+            key = None
+            if keyed is None:
+                value = value_of(time.monotonic_ns(), first_sequence + written)
+            else:
+                key, value = keyed(time.monotonic_ns())
             try:
-                producer.produce(topic, value=value)
+                producer.produce(topic, value=value, key=key)
             except BufferError:
                 producer.poll(0.01)
-                producer.produce(topic, value=value)
+                producer.produce(topic, value=value, key=key)
             written += 1
         producer.poll(0)
         time.sleep(tick)

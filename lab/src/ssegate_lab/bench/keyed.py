@@ -43,7 +43,12 @@ from typing import Any
 from ssegate_lab.bench import validity
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.bench.held_streams import HeldStreams, sse_request
-from ssegate_lab.bench.kafka_rig import BenchBroker, new_producer, write_kafka_gateway_config
+from ssegate_lab.bench.kafka_rig import (
+    BenchBroker,
+    new_producer,
+    produce_at_rate,
+    write_kafka_gateway_config,
+)
 from ssegate_lab.broker import BrokerInfo
 
 STREAMS_PER_CLIENT = 9_000
@@ -285,28 +290,19 @@ def _produce_keyed(
 ) -> tuple[int, int]:
     """``rate`` keyed messages/s for ``duration`` s: (produced, owed to the streams). Each key's
     messages are numbered on from ``sequence``, which is updated."""
-    producer = new_producer(bootstrap)
     pick = random.Random(20261124 + sum(sequence)).randrange
-    total = max(1, round(rate * duration))
-    written = owed = 0
-    started = time.monotonic()
-    while written < total:
-        due = min(total, int(rate * (time.monotonic() - started)) + 1) - written
-        for _ in range(due):
-            key = pick(keys)
-            value = b'{"t":%d,"n":%d}' % (time.monotonic_ns(), sequence[key])
-            sequence[key] += 1
-            try:
-                producer.produce(topic, value=value, key=b"k%d" % key)
-            except BufferError:
-                producer.poll(0.01)
-                producer.produce(topic, value=value, key=b"k%d" % key)
-            written += 1
-            owed += key < streamed
-        producer.poll(0)
-        time.sleep(0.005)
-    producer.flush(30)
-    return written, owed
+    owed = 0
+
+    def message(stamp: int) -> tuple[bytes, bytes]:
+        nonlocal owed
+        key = pick(keys)
+        value = b'{"t":%d,"n":%d}' % (stamp, sequence[key])
+        sequence[key] += 1
+        owed += key < streamed
+        return b"k%d" % key, value
+
+    produced = produce_at_rate(new_producer(bootstrap), topic, rate, duration, keyed=message)
+    return produced.messages, owed
 
 
 def _commit_of(tree: Path) -> str | None:
