@@ -17,6 +17,7 @@ from ssegate.guards.credentials import CredentialsLookup
 from ssegate.guards.jwt import TokenRejected
 from ssegate.telemetry.metrics import Metrics
 from support.http_servers import ScriptedHandler, read_h1_response, run, serve
+from support.schema_errors import binding_errors
 
 NAME = "north_http_server"
 
@@ -224,13 +225,16 @@ def test_every_exchange_is_measured_when_it_closes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("versions", "message"),
-    [(["h3"], "is not 'http/1.1' or 'h2'"), ([], "non-empty list"), ("h2", "non-empty list")],
+    ("versions", "error"),
+    [
+        (["h3"], "versions[0]: 'h3' is not one of ['http/1.1', 'h2']"),
+        ([], "versions: [] should be non-empty"),
+        ("h2", "versions: expected a list, got 'h2'"),
+    ],
 )
-def test_bad_versions_are_a_config_error_with_their_path(versions: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message) as raised:
-        _server({"versions": versions})
-    assert raised.value.path.startswith(f"bindings.{NAME}.options.versions")
+def test_bad_versions_are_a_config_error_with_their_path(versions: Any, error: str) -> None:
+    errors = binding_errors(NAME, "http", "server", options={"versions": versions})
+    assert errors == [f"bindings.{NAME}.options.{error}"]
 
 
 def test_an_exit_that_cannot_answer_http_is_a_config_error() -> None:
@@ -256,17 +260,19 @@ def test_http2_options_become_the_connection_limits_and_the_rest_keep_their_defa
 
 
 @pytest.mark.parametrize(
-    ("options", "where"),
+    ("options", "error"),
     [
-        ({"request-timeout": 0}, "request-timeout"),
-        ({"frames-per-second": {"ping": -1}}, "frames-per-second.ping"),
-        ({"frame-burst": "lots"}, "frame-burst"),
-        ({"max-unread-acks": 1.5}, "max-unread-acks"),
+        ({"request-timeout": 0}, "request-timeout: 0 is less than or equal to the minimum of 0"),
+        (
+            {"frames-per-second": {"ping": -1}},
+            "frames-per-second.ping: -1 is less than or equal to the minimum of 0",
+        ),
+        ({"frame-burst": "lots"}, "frame-burst: expected a number, got 'lots'"),
+        ({"max-unread-acks": 1.5}, "max-unread-acks: expected a whole number, got 1.5"),
     ],
 )
 def test_bad_http2_options_are_a_config_error_with_their_path(
-    options: dict[str, Any], where: str
+    options: dict[str, Any], error: str
 ) -> None:
-    with pytest.raises(ConfigError) as raised:
-        _server({"http2": options})
-    assert raised.value.path == f"bindings.{NAME}.options.http2.{where}"
+    errors = binding_errors(NAME, "http", "server", options={"http2": options})
+    assert errors == [f"bindings.{NAME}.options.http2.{error}"]

@@ -19,13 +19,13 @@ import pytest
 import uvloop
 
 from ssegate.bindings.tls.server import TlsServer, build, install_loop_exception_filter
-from ssegate.config.errors import ConfigError, ConfigErrors
+from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
-from ssegate.config.validate import validate_document
 from ssegate.engine.runtime import Runtime
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 from ssegate.testing.certs import CertBundle, make_keystore
+from support.schema_errors import binding_errors
 
 PASSWORD = "s3cret"
 FAILURES = "ssegate.tls.handshake.failures"
@@ -310,20 +310,9 @@ def test_an_unknown_key_alias_names_the_option_entry(context: Runtime) -> None:
 
 
 def test_an_old_version_option_is_refused() -> None:
-    document = {
-        "name": "x",
-        "bindings": {
-            "north_tls_server": {
-                "type": "tls",
-                "kind": "server",
-                "vault": "my_servers",
-                "options": {"keys": ["localhost"], "version": "TLSv1.1"},
-                "exit": "http",
-            }
-        },
-    }
-    with pytest.raises(ConfigErrors) as raised:
-        validate_document(document)
-    assert [str(error) for error in raised.value.errors] == [
+    options = {"keys": ["localhost"], "version": "TLSv1.1"}
+    assert binding_errors(
+        "north_tls_server", "tls", "server", vault="my_servers", options=options, exit="http"
+    ) == [
         "bindings.north_tls_server.options.version: 'TLSv1.1' is not one of ['TLSv1.2', 'TLSv1.3']"
     ]
