@@ -10,13 +10,13 @@ import h2.config
 import h2.connection
 import h2.events
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.client import HttpClient, build
 from ssegate.bindings.tcp.client import TcpClient
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.telemetry.metrics import Metrics
-from support.schema_errors import binding_errors
 
 
 class Context:

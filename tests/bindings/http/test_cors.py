@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.cors import AccessControl, normalize_origin
 from ssegate.config.errors import ConfigError
 from ssegate.engine.exchange import Request
-from support.schema_errors import binding_errors
 
 PATH = "bindings.north_http_server.options.access-control"
 OTHER = "https://example.net:9090"

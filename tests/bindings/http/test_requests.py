@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.requests import (
     MAX_CONTENT_BYTES,
@@ -23,7 +24,6 @@ from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Config, Route
 from ssegate.engine.exchange import Request
 from ssegate.telemetry.metrics import Metrics
-from support.schema_errors import binding_errors
 
 NAME = "north_http_server"
 WHERE = f"bindings.{NAME}.options.requests"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.routing import HttpRoutes, Pattern
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
 from ssegate.engine.exchange import Request
-from support.schema_errors import binding_errors
 
 
 def _request(

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.connection import HttpLimits
 from ssegate.bindings.http.h2_floods import FrameBudgets
@@ -17,7 +18,6 @@ from ssegate.guards.credentials import CredentialsLookup
 from ssegate.guards.jwt import TokenRejected
 from ssegate.telemetry.metrics import Metrics
 from support.http_servers import ScriptedHandler, read_h1_response, run, serve
-from support.schema_errors import binding_errors
 
 NAME = "north_http_server"
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import uvloop
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.tls.server import TlsServer, build, install_loop_exception_filter
 from ssegate.config.errors import ConfigError
@@ -25,7 +26,6 @@ from ssegate.engine.runtime import Runtime
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 from ssegate.testing.certs import CertBundle, make_keystore
-from support.schema_errors import binding_errors
 
 PASSWORD = "s3cret"
 FAILURES = "ssegate.tls.handshake.failures"

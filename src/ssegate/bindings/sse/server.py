@@ -57,7 +57,7 @@ from typing import Any
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
 from ssegate.bindings.sse.source import SseSource, Subscription
-from ssegate.config.errors import ConfigError, NotSupportedYet
+from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request, ResponseStream, simple_response
@@ -550,16 +550,12 @@ VALIDATOR_FACTORIES: dict[str, Callable[[dict[str, Any], str, BuildContext], Val
 def build(binding: Binding, ctx: BuildContext) -> SseServer:
     options = binding.options
     where = f"{binding.path}.options"
-    retry = _number(options, "retry", where, None, integer=True)
-    keepalive = _number(options, "keepalive", where, DEFAULT_KEEPALIVE)
-    max_buffered = _number(options, "max-buffered", where, DEFAULT_MAX_BUFFERED, integer=True)
-    slow_client_timeout = _number(
-        options, "slow-client-timeout", where, DEFAULT_SLOW_CLIENT_TIMEOUT
-    )
+    retry = options.get("retry")  # the schema bounds these numbers
+    keepalive = options.get("keepalive", DEFAULT_KEEPALIVE)
+    max_buffered = options.get("max-buffered", DEFAULT_MAX_BUFFERED)
+    slow_client_timeout = options.get("slow-client-timeout", DEFAULT_SLOW_CLIENT_TIMEOUT)
     initial_comment = options.get("initial-comment")
-    if initial_comment is not None and (
-        not isinstance(initial_comment, str) or "\n" in initial_comment or "\r" in initial_comment
-    ):
+    if initial_comment is not None and ("\n" in initial_comment or "\r" in initial_comment):
         raise ConfigError(f"{where}.initial-comment", "must be one line of text")
     routes: list[SseRoute] = []
     for route in binding.routes:
@@ -582,10 +578,8 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         content = entry.get("content")
         if content is None:
             continue
-        model = content.get("model") if isinstance(content, dict) else content
-        factory = VALIDATOR_FACTORIES.get(str(model))
-        if factory is None:
-            raise NotSupportedYet(f"{entry_where}.content", f"model '{model}' is not supported yet")
+        model = content["model"] if isinstance(content, dict) else content
+        factory = VALIDATOR_FACTORIES[model]  # the schema's model names
         config = content if isinstance(content, dict) else {"model": model}
         pattern = Pattern.compile(str(entry.get("path", "*")), f"{entry_where}.path")
         validators.append((pattern, factory(config, f"{entry_where}.content", ctx)))
@@ -601,16 +595,3 @@ def build(binding: Binding, ctx: BuildContext) -> SseServer:
         validators=validators,
         guards=guards,
     )
-
-
-def _number(
-    options: dict[str, Any], key: str, where: str, default: float | None, *, integer: bool = False
-) -> float | None:
-    value = options.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ConfigError(f"{where}.{key}", f"{value!r} is not a non-negative number")
-    if integer and not float(value).is_integer():
-        raise ConfigError(f"{where}.{key}", f"{value!r} is not a whole number")
-    return value
