@@ -52,7 +52,11 @@ def schema() -> dict[str, Any]:
     defs: dict[str, Any] = assembled["$defs"]
     for part in PARTS:
         where = f"{part}/schema.json"
-        merge_part(defs, _read(where).get("$defs", {}), where)
+        read = _read(where)
+        extra = sorted(set(read) - {"$comment", "$defs"})
+        if extra:
+            raise ValueError(f"{where}: a part holds $defs (and a $comment), not {extra[0]}")
+        merge_part(defs, read["$defs"], where)
     defs["binding"]["allOf"] = [_dispatch(role) for role in defs.get("bindings", {})]
     return assembled
 
