@@ -1,10 +1,10 @@
 """Every option ``ssegate validate`` accepts is applied, or refused with a message naming it.
 
-The test walks ``schema.json``: each option of each binding kind (its ``options``, its routes'
-``when``, ``with`` and ``guarded``, its ``telemetry``), of each guard, vault, catalog and
-exporter type, the top-level ``telemetry`` and the model blocks. :data:`TABLE` must hold an entry
-for every path found (a new option in the schema fails the test until it gets one) and no
-entry for a path the schema lacks:
+The test walks the schema, as :mod:`ssegate.config.schema` assembles it from its parts: each
+option of each binding kind (its ``options``, its routes' ``when``, ``with`` and ``guarded``,
+its ``telemetry``), of each guard, vault, catalog and exporter type, the top-level ``telemetry``
+and the model blocks. :data:`TABLE` must hold an entry for every path found (a new option in the
+schema fails the test until it gets one) and no entry for a path the schema lacks:
 
 - :class:`Applied` names the test that shows the option's effect (it must exist);
 - :class:`Refused` gives what the refusal says. Without a test of its own it is checked here:

@@ -125,6 +125,7 @@ def test_tcp_port_may_be_a_number_a_range_or_a_list(port: str) -> None:
         ("http", "'http' is not a port number, a \"low-high\" range, or a list of them"),
         ("70000", '70000 is not a port number, a "low-high" range, or a list of them'),
         ("[]", '[] is not a port number, a "low-high" range, or a list of them'),
+        ("true", 'True is not a port number, a "low-high" range, or a list of them'),
     ],
 )
 def test_tcp_port_of_another_shape_is_rejected(port: str, message: str) -> None:

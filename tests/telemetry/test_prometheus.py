@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.support.schema_errors import schema_errors
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
@@ -123,12 +124,18 @@ def test_endpoint_keeps_the_connection_for_several_scrapes_and_answers_garbage_w
 
 
 def test_only_the_http_scheme_is_accepted() -> None:
+    prometheus = {"type": "prometheus", "options": {"endpoints": [{"scheme": "https", "port": 0}]}}
+    assert schema_errors(telemetry={"exporters": {"prom": prometheus}}) == [
+        "telemetry.exporters.prom.options.endpoints[0].scheme: 'https' is not one of ['http']"
+    ]
+
+
+def test_a_port_written_with_a_decimal_point_is_a_config_error() -> None:
     async def main() -> None:
-        await start_prometheus(Metrics(), exporter(scheme="https", port=0), reuse_port=False)
+        await start_prometheus(Metrics(), exporter(scheme="http", port=9090.0), reuse_port=False)
 
     with pytest.raises(ConfigError) as raised:
         asyncio.run(main())
     assert str(raised.value) == (
-        "telemetry.exporters.prom.options.endpoints[0].scheme:"
-        " scheme 'https' is not supported (only http)"
+        "telemetry.exporters.prom.options.endpoints[0].port: 9090.0 is not a port"
     )

@@ -40,6 +40,12 @@ def test_missing_store_names_the_yaml_path_and_the_file(tmp_path: Path) -> None:
     )
 
 
+def test_an_empty_store_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        build(tmp_path, {"store": "", "password": "x"})
+    assert str(raised.value) == "vaults.my_servers.options.keys.store: a store path is required"
+
+
 def test_wrong_password_points_at_the_password(store_dir: Path) -> None:
     with pytest.raises(ConfigError) as raised:
         build(store_dir, {"store": "tls/localhost.p12", "password": "wrong"})

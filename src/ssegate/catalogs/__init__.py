@@ -78,6 +78,8 @@ class CatalogSet:
 def build_catalog(
     component: Component, resolve_path: Callable[[str], str], fetch: Fetch | None = None
 ) -> Catalog:
+    # A pipeline file has no JSON Schema (ssegate.pipeline.config): its catalogs reach here
+    # unchecked, so the catalogs check their options even where zilla.yaml's schema already did.
     path = component.path or f"catalogs.{component.name}"
     if component.type == "inline":
         return build_inline(component.name, component.options, path)

@@ -1,13 +1,13 @@
 """What the schema accepts and this version of ssegate does not run: refused, by YAML path.
 
-``schema.json`` follows Zilla's, so it takes options ssegate has no use for yet (a tls
-``signers`` store, http client ``overrides``, routes on a tcp client...). Accepting such an
-option and doing nothing would run a config that means something else than it says, so each is
-refused with :class:`~ssegate.config.errors.NotSupportedYet` naming its path: ``ssegate
-validate`` prints it as a warning and ``ssegate start`` does not start. The runtime calls
-:func:`refuse_unsupported` before it builds a binding, and :func:`refuse_unsupported_component`
-before a vault, catalog or exporter; options that only make sense with others (a model's
-``pattern`` on a ``json`` model) are refused where they are read.
+The schema (:mod:`ssegate.config.schema`) follows Zilla's, so it takes options ssegate has no
+use for yet (a tls ``signers`` store, http client ``overrides``, routes on a tcp client...).
+Accepting such an option and doing nothing would run a config that means something else than it
+says, so each is refused with :class:`~ssegate.config.errors.NotSupportedYet` naming its path:
+``ssegate validate`` prints it as a warning and ``ssegate start`` does not start. The runtime
+calls :func:`refuse_unsupported` before it builds a binding, and
+:func:`refuse_unsupported_component` before a vault, catalog or exporter; options that only make
+sense with others (a model's ``pattern`` on a ``json`` model) are refused where they are read.
 """
 
 from __future__ import annotations

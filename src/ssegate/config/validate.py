@@ -1,5 +1,6 @@
-"""Checking a parsed ``zilla.yaml`` against ``schema.json``, with errors a person can act on.
+"""Checking a parsed ``zilla.yaml`` against its JSON Schema, with errors a person can act on.
 
+The schema is assembled from the parts that own each option (:mod:`ssegate.config.schema`).
 Every binding's ``type`` and ``kind`` are checked here first, by hand: a wrong type or kind would
 otherwise surface as a pile of unrelated schema failures. Bindings that fail that check are left
 out of the schema pass. Every remaining schema failure becomes one :class:`ConfigError` whose
@@ -10,25 +11,16 @@ raised together, sorted by path, as :class:`ConfigErrors`.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from jsonschema import Draft201909Validator
 from jsonschema.exceptions import ValidationError
 
 from ssegate.config.errors import ConfigError, ConfigErrors
-
-
-@cache
-def schema() -> dict[str, Any]:
-    """The JSON Schema shipped with the package (draft 2019-09)."""
-    text = resources.files("ssegate.config").joinpath("schema.json").read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+from ssegate.config.schema import schema as schema
 
 
 @cache

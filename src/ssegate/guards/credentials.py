@@ -29,13 +29,14 @@ class _Template:
     suffix: str
 
     @classmethod
-    def parse(cls, entries: Any, path: str, *, lower_name: bool) -> _Template | None:
+    def parse(
+        cls, entries: Mapping[str, str] | None, path: str, *, lower_name: bool
+    ) -> _Template | None:
         if entries is None:
             return None
-        if not isinstance(entries, Mapping) or len(entries) != 1:
-            raise ConfigError(path, "must map exactly one name to a pattern with {credentials}")
+        # The schema maps exactly one name to a pattern holding {credentials}; not twice, here.
         ((name, pattern),) = entries.items()
-        if not isinstance(pattern, str) or pattern.count(PLACEHOLDER) != 1:
+        if pattern.count(PLACEHOLDER) != 1:
             raise ConfigError(f"{path}.{name}", "the pattern must hold {credentials} once")
         prefix, _, suffix = pattern.partition(PLACEHOLDER)
         return cls(str(name).lower() if lower_name else str(name), prefix, suffix)
@@ -66,10 +67,10 @@ class CredentialsLookup:
     query: _Template | None
 
     @classmethod
-    def from_options(cls, options: Any, path: str) -> CredentialsLookup:
-        credentials = (options or {}).get("credentials") if isinstance(options, Mapping) else None
-        if not isinstance(credentials, Mapping) or not credentials:
-            raise ConfigError(f"{path}.credentials", "name at least one of headers, query, cookies")
+    def from_options(cls, options: Mapping[str, Any], path: str) -> CredentialsLookup:
+        """One entry of ``options.authorization``: the schema requires a ``credentials`` that
+        names at least one of ``cookies``, ``headers`` and ``query``."""
+        credentials = options["credentials"]
         where = f"{path}.credentials"
         return cls(
             cookie=_Template.parse(

@@ -95,18 +95,15 @@ class Guarded:
         """The roles asked for when no name has an expression (the same for every request)."""
 
     @classmethod
-    def compile(cls, guarded: Mapping[str, Sequence[object]] | None, where: str) -> Guarded:
-        """Compile a route's ``guarded`` found at YAML path ``where``; raises ConfigError."""
+    def compile(cls, guarded: Mapping[str, Sequence[str]] | None, where: str) -> Guarded:
+        """Compile a route's ``guarded`` (the schema's: guard name → list of role names) found
+        at YAML path ``where``; raises ConfigError for a role expression it cannot read."""
         roles: dict[str, list[RoleName]] = {}
         for guard, names in (guarded or {}).items():
-            if not isinstance(names, Sequence) or isinstance(names, str):
-                raise ConfigError(f"{where}.{guard}", "must be a list of role names")
-            compiled = []
-            for index, name in enumerate(names):
-                if not isinstance(name, str):
-                    raise ConfigError(f"{where}.{guard}[{index}]", "a role name is a string")
-                compiled.append(RoleName.compile(name, f"{where}.{guard}[{index}]"))
-            roles[str(guard)] = compiled
+            roles[str(guard)] = [
+                RoleName.compile(name, f"{where}.{guard}[{index}]")
+                for index, name in enumerate(names)
+            ]
         return cls(roles)
 
     def __bool__(self) -> bool:

@@ -66,6 +66,8 @@ def build_model(
     """The model a block describes. ``path`` is its YAML path (for ConfigError); ``topic`` and
     ``role`` (``key`` or ``value``) turn ``{strategy: topic}`` into the subject
     ``<topic>-<role>``. Raises ConfigError."""
+    # A pipeline file has no JSON Schema (ssegate.pipeline.config): its model blocks reach here
+    # unchecked, so the models check their options even where zilla.yaml's schema already did.
     block = model_spec(spec)
     kind = block.get("model")
     _refuse_foreign(block, str(kind), path)

@@ -175,18 +175,13 @@ def endpoints(component: Component) -> list[tuple[int, str]]:
     """``(port, path)`` of each ``options.endpoints[]`` entry. Raises ConfigError."""
     where = f"{component.path or f'telemetry.exporters.{component.name}'}.options.endpoints"
     raw = component.options.get("endpoints")
-    if not isinstance(raw, list) or not raw:
+    if not raw:  # the schema lets the option out
         raise ConfigError(where, "a prometheus exporter needs at least one endpoint")
     found = []
     for index, entry in enumerate(raw):
         at = f"{where}[{index}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(at, "must be a mapping with scheme, port and path")
-        scheme = entry.get("scheme", "http")
-        if scheme != "http":
-            raise ConfigError(f"{at}.scheme", f"scheme '{scheme}' is not supported (only http)")
-        port = entry.get("port")
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        port = entry["port"]  # the schema bounds it, but its integers take 8080.0 too
+        if not isinstance(port, int):
             raise ConfigError(f"{at}.port", f"{port!r} is not a port")
         path = str(entry.get("path", DEFAULT_PATH))
         if not path.startswith("/"):

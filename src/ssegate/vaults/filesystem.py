@@ -182,9 +182,9 @@ def build_vault(component: Component, ctx_resolve_path: Callable[[str], str]) ->
         if spec is None:
             continue
         where = f"{base}.options.{kind}"
-        if not isinstance(spec, dict) or not spec.get("store"):
+        if not spec["store"]:  # the schema requires a string, and takes the empty one
             raise ConfigError(f"{where}.store", "a store path is required")
-        store_type = str(spec.get("type", "pkcs12")).lower()
+        store_type = spec.get("type", "pkcs12").lower()  # jks is the schema's, not ssegate's
         if store_type != "pkcs12":
             raise ConfigError(
                 f"{where}.type",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.filesystem.server import (
     CACHEABLE_FILE_SIZE,
@@ -450,17 +451,24 @@ def test_build_resolves_location_against_the_config_directory(site: Path) -> Non
     assert follow.follow_symlinks
 
 
+def test_build_refuses_an_empty_location(site: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build(_binding(location=""), Context(site.parent))  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "bindings.east_filesystem_server.options.location: a filesystem server needs one"
+    )
+
+
 @pytest.mark.parametrize(
-    ("options", "path"),
+    ("options", "error"),
     [
-        ({}, "bindings.east_filesystem_server.options.location"),
+        ({}, "location: required but missing"),
         (
             {"location": "www", "symlinks": "maybe"},
-            "bindings.east_filesystem_server.options.symlinks",
+            "symlinks: 'maybe' is not one of ['follow', 'ignore']",
         ),
     ],
 )
-def test_build_refuses_bad_options(site: Path, options: dict[str, Any], path: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        build(_binding(**options), Context(site.parent))  # type: ignore[arg-type]
-    assert caught.value.path == path
+def test_the_schema_refuses_bad_options(options: dict[str, Any], error: str) -> None:
+    errors = binding_errors("east_filesystem_server", "filesystem", "server", options=options)
+    assert errors == [f"bindings.east_filesystem_server.options.{error}"]

@@ -11,6 +11,7 @@ import h2.config
 import h2.connection
 import h2.events
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.client import HttpClient, build
 from ssegate.bindings.tcp.client import TcpClient
@@ -220,10 +221,9 @@ def test_h2_with_prior_knowledge_on_cleartext() -> None:
 
 
 def test_unknown_version_is_a_config_error() -> None:
-    binding = Binding("c", "http", "client", {"versions": ["http/3"]}, exit="tcp")
-    with pytest.raises(ConfigError) as caught:
-        build(binding, Context(TcpClient("tcp", "h", 1)))  # type: ignore[arg-type]
-    assert caught.value.path == "bindings.c.options.versions"
+    assert binding_errors("c", "http", "client", options={"versions": ["http/3"]}) == [
+        "bindings.c.options.versions[0]: 'http/3' is not one of ['http/1.1', 'h2']"
+    ]
 
 
 def limited(port: int, versions: list[str], **options: int) -> HttpClient:
@@ -355,14 +355,21 @@ def test_h2_response_head_over_a_limit_ends_the_stream(
 
 
 @pytest.mark.parametrize(
-    ("options", "path"),
-    [({"max-head-bytes": 0}, "max-head-bytes"), ({"max-headers": "100"}, "max-headers")],
+    ("options", "error"),
+    [
+        ({"max-head-bytes": 0}, "max-head-bytes: 0 is less than the minimum of 1"),
+        ({"max-headers": "100"}, "max-headers: expected a whole number, got '100'"),
+    ],
 )
-def test_bad_head_limits_are_config_errors(options: dict[str, Any], path: str) -> None:
-    binding = Binding("c", "http", "client", options, exit="tcp")
+def test_bad_head_limits_are_config_errors(options: dict[str, Any], error: str) -> None:
+    assert binding_errors("c", "http", "client", options=options) == [f"bindings.c.options.{error}"]
+
+
+def test_a_head_limit_written_with_a_decimal_point_is_a_config_error() -> None:
+    binding = Binding("c", "http", "client", {"max-headers": 5.0}, exit="tcp")
     with pytest.raises(ConfigError) as caught:
         build(binding, Context(TcpClient("tcp", "h", 1)))  # type: ignore[arg-type]
-    assert caught.value.path == f"bindings.c.options.{path}"
+    assert str(caught.value) == "bindings.c.options.max-headers: 5.0 is not a positive whole number"
 
 
 class Exits:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.cors import AccessControl, normalize_origin
 from ssegate.config.errors import ConfigError
@@ -250,18 +251,13 @@ def test_credentials_expose_each_header_by_name_because_a_star_is_literal_then()
 @pytest.mark.parametrize(
     ("options", "path", "message"),
     [
-        ({"policy": "any"}, f"{PATH}.policy", "must be one of same-origin, cross-origin"),
-        ({"allow": {"origins": "x"}}, f"{PATH}.allow.origins", "must be a list"),
         (
             {"allow": {"origins": ["https://ok.example", "example.net"]}},
             f"{PATH}.allow.origins[1]",
             "'example.net' is not an origin",
         ),
-        ({"allow": {"credentials": "yes"}}, f"{PATH}.allow.credentials", "true or false"),
-        ({"max-age": -1}, f"{PATH}.max-age", "whole number of seconds"),
-        ({"max-age": "10"}, f"{PATH}.max-age", "whole number of seconds"),
-        ({"expose": {"headers": [1]}}, f"{PATH}.expose.headers", "must be a list"),
-        ({"allowed": {}}, f"{PATH}.allowed", "unknown access-control option"),
+        ({"allow": {"methods": ["GET", ""]}}, f"{PATH}.allow.methods", "non-empty strings"),
+        ({"max-age": 10.0}, f"{PATH}.max-age", "whole number of seconds"),
     ],
 )
 def test_bad_options_are_config_errors_with_their_path(
@@ -271,6 +267,31 @@ def test_bad_options_are_config_errors_with_their_path(
         _access(options)
     assert caught.value.path == path
     assert message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"policy": "any"}, "policy: 'any' is not one of ['same-origin', 'cross-origin']"),
+        ({"allow": {"origins": "x"}}, "allow.origins: expected a list, got 'x'"),
+        ({"allow": {"credentials": "yes"}}, "allow.credentials: expected true or false, got 'yes'"),
+        ({"max-age": -1}, "max-age: -1 is less than the minimum of 0"),
+        ({"max-age": "10"}, "max-age: expected a whole number, got '10'"),
+        ({"expose": {"headers": [1]}}, "expose.headers[0]: expected a string, got 1"),
+        (
+            {"allowed": {}},
+            "allowed: 'allowed' is not allowed here; did you mean 'allow'?"
+            " (allowed: policy, allow, max-age, expose)",
+        ),
+    ],
+)
+def test_options_of_another_shape_are_refused_by_the_schema_at_their_path(
+    options: dict[str, Any], error: str
+) -> None:
+    errors = binding_errors(
+        "north_http_server", "http", "server", options={"access-control": options}
+    )
+    assert errors == [f"{PATH}.{error}"]
 
 
 def test_default_is_same_origin() -> None:

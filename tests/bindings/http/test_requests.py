@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.requests import (
     MAX_CONTENT_BYTES,
@@ -245,7 +246,6 @@ def test_the_message_names_what_failed_why_and_the_rule() -> None:
         ),
         ({"path": "/a/{b c}"}, f"{WHERE}[0].path", "a '{name}' holds letters"),
         ({"path": "/{a}/{a}"}, f"{WHERE}[0].path", "parameter 'a' appears twice"),
-        ({"path": "/a", "method": "FETCH"}, f"{WHERE}[0].method", "'FETCH' is not one of"),
         ({"path": "/a", "headers": {":status": "string"}}, f"{WHERE}[0].headers.:status", ""),
     ],
 )
@@ -256,6 +256,14 @@ def test_a_bad_rule_is_a_config_error_at_its_path(
         rules({"path": "/ok"}, entry)
     assert raised.value.path == path.replace("[0]", "[1]")
     assert message in raised.value.message
+
+
+def test_a_method_outside_http_s_is_refused_by_the_schema() -> None:
+    options = {"requests": [{"path": "/ok"}, {"path": "/a", "method": "FETCH"}]}
+    assert binding_errors("north_http_server", "http", "server", options=options) == [
+        f"{WHERE}[1].method: 'FETCH' is not one of"
+        " ['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH', 'TRACE']"
+    ]
 
 
 def test_a_rule_with_responses_is_refused_as_not_supported_yet() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.routing import HttpRoutes, Pattern
 from ssegate.config.errors import ConfigError
@@ -195,9 +196,11 @@ def test_unknown_pseudo_header_is_a_config_error_naming_it() -> None:
 
 
 def test_a_bad_pattern_names_the_route_entry_and_header() -> None:
-    with pytest.raises(ConfigError) as caught:
-        HttpRoutes(_binding([_route("x", {"port": 1}), _route("y", index=1)]))
-    assert caught.value.path == "bindings.north_http_server.routes[0].when[0]"
+    routes = [{"exit": "x", "when": [{"port": 1}]}]
+    assert binding_errors("north_http_server", "http", "server", routes=routes) == [
+        "bindings.north_http_server.routes[0].when[0].port: 'port' is not allowed here"
+        " (allowed: headers)"
+    ]
     with pytest.raises(ConfigError) as caught:
         HttpRoutes(_binding([_route("x", {"headers": {":path": "/{a"}})]))
     assert str(caught.value) == (

@@ -7,6 +7,7 @@ import logging
 from typing import Any, TypeVar
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
@@ -229,13 +230,16 @@ def test_every_exchange_is_measured_when_it_closes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("versions", "message"),
-    [(["h3"], "is not 'http/1.1' or 'h2'"), ([], "non-empty list"), ("h2", "non-empty list")],
+    ("versions", "error"),
+    [
+        (["h3"], "versions[0]: 'h3' is not one of ['http/1.1', 'h2']"),
+        ([], "versions: [] should be non-empty"),
+        ("h2", "versions: expected a list, got 'h2'"),
+    ],
 )
-def test_bad_versions_are_a_config_error_with_their_path(versions: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message) as raised:
-        _server({"versions": versions})
-    assert raised.value.path.startswith(f"bindings.{NAME}.options.versions")
+def test_bad_versions_are_a_config_error_with_their_path(versions: Any, error: str) -> None:
+    errors = binding_errors(NAME, "http", "server", options={"versions": versions})
+    assert errors == [f"bindings.{NAME}.options.{error}"]
 
 
 def test_an_exit_that_cannot_answer_http_is_a_config_error_naming_the_exit() -> None:
@@ -268,27 +272,34 @@ def test_the_http1_request_timeout_is_its_own_and_defaults_to_the_http2_one() ->
     assert defaults.http1_request_timeout == defaults.request_timeout == 10
 
 
-@pytest.mark.parametrize("options", [{"request-timeout": 0}, {"request-timeout": "10s"}])
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"request-timeout": 0}, "0 is less than or equal to the minimum of 0"),
+        ({"request-timeout": "10s"}, "expected a number, got '10s'"),
+    ],
+)
 def test_a_bad_http1_request_timeout_is_a_config_error_with_its_path(
-    options: dict[str, Any],
+    options: dict[str, Any], error: str
 ) -> None:
-    with pytest.raises(ConfigError) as raised:
-        _server({"http1": options})
-    assert raised.value.path == f"bindings.{NAME}.options.http1.request-timeout"
+    errors = binding_errors(NAME, "http", "server", options={"http1": options})
+    assert errors == [f"bindings.{NAME}.options.http1.request-timeout: {error}"]
 
 
 @pytest.mark.parametrize(
-    ("options", "where"),
+    ("options", "error"),
     [
-        ({"request-timeout": 0}, "request-timeout"),
-        ({"frames-per-second": {"ping": -1}}, "frames-per-second.ping"),
-        ({"frame-burst": "lots"}, "frame-burst"),
-        ({"max-unread-acks": 1.5}, "max-unread-acks"),
+        ({"request-timeout": 0}, "request-timeout: 0 is less than or equal to the minimum of 0"),
+        (
+            {"frames-per-second": {"ping": -1}},
+            "frames-per-second.ping: -1 is less than or equal to the minimum of 0",
+        ),
+        ({"frame-burst": "lots"}, "frame-burst: expected a number, got 'lots'"),
+        ({"max-unread-acks": 1.5}, "max-unread-acks: expected a whole number, got 1.5"),
     ],
 )
 def test_bad_http2_options_are_a_config_error_with_their_path(
-    options: dict[str, Any], where: str
+    options: dict[str, Any], error: str
 ) -> None:
-    with pytest.raises(ConfigError) as raised:
-        _server({"http2": options})
-    assert raised.value.path == f"bindings.{NAME}.options.http2.{where}"
+    errors = binding_errors(NAME, "http", "server", options={"http2": options})
+    assert errors == [f"bindings.{NAME}.options.http2.{error}"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.filesystem.server import FilesystemServer
 from ssegate.bindings.http_filesystem.proxy import HttpFilesystemProxy, build
@@ -193,16 +194,8 @@ def test_an_exit_that_is_not_a_filesystem_server_is_a_config_error(context: Cont
     ("route", "path"),
     [
         (
-            Route(exit="east_filesystem_server", when=[{"headers": {}}], path="r"),
-            "r.when[0].headers",
-        ),
-        (
             Route(exit="east_filesystem_server", with_={"path": "${nope}"}, path="r"),
             "r.with.path",
-        ),
-        (
-            Route(exit="east_filesystem_server", with_={"directory": "x"}, path="r"),
-            "r.with.directory",
         ),
         (Route(exit=None, path="r"), "r.exit"),
     ],
@@ -213,3 +206,14 @@ def test_bad_routes_are_config_errors_with_their_path(
     with pytest.raises(ConfigError) as caught:
         _proxy(context, route)
     assert caught.value.path == path
+
+
+def test_the_schema_refuses_other_conditions_and_with_options() -> None:
+    routes = [
+        {"exit": "e", "when": [{"headers": {}}]},
+        {"exit": "e", "with": {"path": "/{path}", "directory": "x"}},
+    ]
+    assert binding_errors("m", "http-filesystem", "proxy", routes=routes) == [
+        "bindings.m.routes[0].when[0].headers: 'headers' is not allowed here (allowed: path)",
+        "bindings.m.routes[1].with.directory: 'directory' is not allowed here (allowed: path)",
+    ]

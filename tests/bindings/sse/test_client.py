@@ -11,12 +11,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+import pytest
+
 from ssegate.bindings.http.client import build as build_http_client
 from ssegate.bindings.sse.client import build as build_sse_client
 from ssegate.bindings.sse.client import reconnect_delay
 from ssegate.bindings.sse.server import SseServer
 from ssegate.bindings.sse.server import build as build_sse_server
 from ssegate.bindings.tcp.client import build as build_tcp_client
+from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config
 from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
@@ -351,3 +354,10 @@ def test_reconnect_delays_start_at_the_floor_double_and_stop_at_the_cap() -> Non
     assert reconnect_delay(1, 5000, 0.0) == 5  # a longer retry is honoured
     assert reconnect_delay(2, 5000, 0.5) == 12.5
     assert reconnect_delay(1000, 0, 1.0) == 30
+
+
+def test_a_retry_written_with_a_decimal_point_is_a_config_error() -> None:
+    binding = Binding("c", "sse", "client", {"retry": 500.0}, exit="south_http_client")
+    with pytest.raises(ConfigError) as caught:
+        build_sse_client(binding, Context())  # type: ignore[arg-type]
+    assert str(caught.value) == "bindings.c.options.retry: 500.0 is not milliseconds"

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.support.guards import TableGuard
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.sse.server import SWEEP_SLICES, SseRoute, SseServer, StreamSweep, build
 from ssegate.bindings.sse.source import SseSink
@@ -514,19 +515,24 @@ def test_a_source_that_raises_gets_a_500_not_a_traceback() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "path"),
+    ("options", "error"),
     [
-        ({"retry": -1}, "bindings.s.options.retry"),
-        ({"keepalive": "soon"}, "bindings.s.options.keepalive"),
-        ({"initial-comment": "a\nb"}, "bindings.s.options.initial-comment"),
-        ({"max-buffered": 1.5}, "bindings.s.options.max-buffered"),
-        ({"slow-client-timeout": -1}, "bindings.s.options.slow-client-timeout"),
+        ({"retry": -1}, "retry: -1 is less than the minimum of 0"),
+        ({"keepalive": "soon"}, "keepalive: expected a number, got 'soon'"),
+        ({"max-buffered": 1.5}, "max-buffered: expected a whole number, got 1.5"),
+        ({"slow-client-timeout": -1}, "slow-client-timeout: -1 is less than the minimum of 0"),
     ],
 )
-def test_bad_options_are_config_errors_with_their_path(options: dict[str, Any], path: str) -> None:
+def test_bad_options_are_config_errors_with_their_path(options: dict[str, Any], error: str) -> None:
+    errors = binding_errors("s", "sse", "server", options=options, exit="x")
+    assert errors == [f"bindings.s.options.{error}"]
+
+
+def test_an_initial_comment_of_several_lines_is_a_config_error() -> None:
+    binding = Binding("s", "sse", "server", options={"initial-comment": "a\nb"}, exit="x")
     with pytest.raises(ConfigError) as caught:
-        build(Binding("s", "sse", "server", options=options, exit="x"), FakeContext({"x": None}))
-    assert caught.value.path == path
+        build(binding, FakeContext({"x": None}))
+    assert str(caught.value) == "bindings.s.options.initial-comment: must be one line of text"
 
 
 class CountingMember:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.sse_kafka.filters import FilterTemplate, MessageFilter
 from ssegate.config.errors import ConfigError
@@ -98,12 +99,7 @@ def test_no_filters_compile_to_nothing() -> None:
 @pytest.mark.parametrize(
     ("filters", "path", "reason"),
     [
-        ({"key": "a"}, "with.filters", "must be a list"),
-        ([{}], "with.filters[0]", "needs 'key' or 'headers'"),
-        ([{"value": "a"}], "with.filters[0]", "unknown filter field 'value'"),
-        ([{"key": 5}], "with.filters[0].key", "must be a string"),
-        ([{"headers": ["a"]}], "with.filters[0].headers", "must map header names"),
-        ([{"headers": {"a": 1}}], "with.filters[0].headers.a", "must be a string"),
+        ([{"headers": {1: "a"}}], "with.filters[0].headers", "a header name must be"),
         ([{"key": "${nope}"}], "with.filters[0].key", "unknown expression"),
     ],
 )
@@ -114,3 +110,20 @@ def test_bad_filters_are_config_errors_naming_the_path(
         FilterTemplate.compile(filters, "with.filters")
     assert raised.value.path == path
     assert reason in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("filters", "error"),
+    [
+        ({"key": "a"}, ": expected a list, got a mapping"),
+        ([{}], "[0]: {} should be non-empty"),
+        ([{"value": "a"}], "[0].value: 'value' is not allowed here (allowed: key, headers)"),
+        ([{"key": 5}], "[0].key: expected a string, got 5"),
+        ([{"headers": ["a"]}], "[0].headers: expected a mapping, got a list"),
+        ([{"headers": {"a": 1}}], "[0].headers.a: expected a string, got 1"),
+    ],
+)
+def test_filters_of_another_shape_are_refused_by_the_schema(filters: Any, error: str) -> None:
+    routes = [{"exit": "cache", "with": {"topic": "t", "filters": filters}}]
+    errors = binding_errors("p", "sse-kafka", "proxy", routes=routes)
+    assert errors == [f"bindings.p.routes[0].with.filters{error}"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from tests.support.guards import TableGuard
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.sse_kafka import subscriber as subscriber_module
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_progress
@@ -306,7 +307,6 @@ def test_encode_message_of_a_keyless_tombstone_is_an_empty_delete() -> None:
     [
         ({"with_": {"topic": "${params.nope}"}}, "with", "does not capture it"),
         ({"with_": {"topic": "${guarded['jwt'].identity}"}}, "with", "not guarded by it"),
-        ({"with_": {"topic": "t", "event": {"id": "${key}"}}}, "with.event.id", "must be"),
     ],
 )
 def test_route_config_errors_name_the_yaml_path(
@@ -316,6 +316,14 @@ def test_route_config_errors_name_the_yaml_path(
         route(log, **kwargs)
     assert raised.value.path == f"bindings.p.routes[0].{path}"
     assert reason in str(raised.value)
+
+
+def test_an_event_id_of_another_form_is_refused_by_the_schema() -> None:
+    routes = [{"exit": "cache", "with": {"topic": "t", "event": {"id": "${key}"}}}]
+    assert binding_errors("p", "sse-kafka", "proxy", routes=routes) == [
+        "bindings.p.routes[0].with.event.id: '${key}' is not one of"
+        """ ['${etag}', '["${base64(key)}","${etag}"]']"""
+    ]
 
 
 def test_a_route_without_with_reads_the_topic_from_the_path(log: TopicLog) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import uvloop
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.tls.server import TlsServer, build, install_loop_exception_filter
 from ssegate.config.errors import ConfigError
@@ -308,7 +309,10 @@ def test_an_unknown_key_alias_names_the_option_entry(context: Runtime) -> None:
     )
 
 
-def test_an_old_version_option_is_refused(context: Runtime) -> None:
-    with pytest.raises(ConfigError) as raised:
-        build(tls_binding(keys=["localhost"], version="TLSv1.1"), context)
-    assert raised.value.path == "bindings.north_tls_server.options.version"
+def test_an_old_version_option_is_refused() -> None:
+    options = {"keys": ["localhost"], "version": "TLSv1.1"}
+    assert binding_errors(
+        "north_tls_server", "tls", "server", vault="my_servers", options=options, exit="http"
+    ) == [
+        "bindings.north_tls_server.options.version: 'TLSv1.1' is not one of ['TLSv1.2', 'TLSv1.3']"
+    ]

@@ -32,17 +32,16 @@ class HeaderOverrides:
         """Lower-case header name → value."""
 
     @classmethod
-    def parse(cls, value: object, path: str) -> HeaderOverrides | None:
-        """``None`` when there are none; a name or value that cannot be sent is a ConfigError."""
+    def parse(cls, value: Mapping[str, str] | None, path: str) -> HeaderOverrides | None:
+        """``None`` when there are none; a name or value that cannot be sent is a ConfigError
+        (the schema has made it a mapping of strings)."""
         if value is None:
             return None
-        if not isinstance(value, Mapping):
-            raise ConfigError(path, "must map header names to values")
         fields: dict[str, str] = {}
         headers: dict[str, str] = {}
         for name, text in value.items():
             where = f"{path}.{name}"
-            if not isinstance(text, str) or any(c in text for c in "\r\n\0"):
+            if any(c in text for c in "\r\n\0"):
                 raise ConfigError(where, "must be one line of text")
             lowered = str(name).lower()
             if lowered.startswith(":"):

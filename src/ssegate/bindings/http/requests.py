@@ -53,7 +53,6 @@ from ssegate.models import Model, build_model
 MAX_CONTENT_BYTES = 1 << 20
 """A body a ``content`` rule has to check may be this large; a larger one is answered 413."""
 
-METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE")
 _PARAM = re.compile(r"\{([A-Za-z0-9_-]+)\}")
 _PSEUDO_HEADERS = (":authority", ":scheme", ":method", ":path")
 
@@ -127,21 +126,17 @@ class _Check:
 class RequestRule:
     """One entry of ``requests[]``: its selectors and its checks."""
 
-    def __init__(self, entry: Any, where: str, catalogs: CatalogSet | None) -> None:
-        if not isinstance(entry, Mapping):
-            raise ConfigError(where, "a request rule must be a mapping with 'path'")
+    def __init__(self, entry: Mapping[str, Any], where: str, catalogs: CatalogSet | None) -> None:
+        # The schema has checked the rule's keys and their types, and the method's name.
         if entry.get("responses"):
             raise NotSupportedYet(f"{where}.responses", "response validation is not supported yet")
         self.where = where
-        path = entry.get("path")
-        if not isinstance(path, str) or not path:
+        path = entry["path"]
+        if not path:
             raise ConfigError(f"{where}.path", "required: the request path pattern")
         self.path = RequestPath(path, f"{where}.path")
-        method = entry.get("method")
-        if method is not None and method not in METHODS:
-            raise ConfigError(f"{where}.method", f"{method!r} is not one of {', '.join(METHODS)}")
-        self.method: str | None = method
-        self.content_types = _content_types(entry.get("content-type"), f"{where}.content-type")
+        self.method: str | None = entry.get("method")
+        self.content_types = _content_types(entry.get("content-type"))
         self.headers = [
             _Check(name.lower(), model, rule)
             for name, model, rule in _models(entry.get("headers"), f"{where}.headers", catalogs)
@@ -152,8 +147,6 @@ class RequestRule:
                     check.rule, f"unknown pseudo-header; use one of {', '.join(_PSEUDO_HEADERS)}"
                 )
         params = entry.get("params") or {}
-        if not isinstance(params, Mapping):
-            raise ConfigError(f"{where}.params", "must be a mapping with 'path' and 'query'")
         self.path_params = [
             _Check(name, model, rule)
             for name, model, rule in _models(params.get("path"), f"{where}.params.path", catalogs)
@@ -245,11 +238,11 @@ class RequestRules:
         self.rules = rules
 
     @classmethod
-    def compile(cls, entries: Any, where: str, catalogs: CatalogSet | None) -> RequestRules:
+    def compile(
+        cls, entries: list[Mapping[str, Any]], where: str, catalogs: CatalogSet | None
+    ) -> RequestRules:
         """Compile ``options.requests`` found at ``where``. Raises ConfigError (or
         NotSupportedYet) naming the path of what is wrong."""
-        if not isinstance(entries, list):
-            raise ConfigError(where, "must be a list of request rules")
         return cls(
             [RequestRule(entry, f"{where}[{i}]", catalogs) for i, entry in enumerate(entries)]
         )
@@ -272,26 +265,24 @@ class RequestRules:
         return rule.check(request, body, captures)
 
 
-def _models(value: Any, where: str, catalogs: CatalogSet | None) -> list[tuple[str, Model, str]]:
+def _models(
+    value: Mapping[str, Any] | None, where: str, catalogs: CatalogSet | None
+) -> list[tuple[str, Model, str]]:
     """``{name: model}`` → ``(name, built model, config path)`` for each entry."""
     if value is None:
         return []
-    if not isinstance(value, Mapping):
-        raise ConfigError(where, "must map names to models")
     built = []
     for name, spec in value.items():
         rule = _member(where, str(name))
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str) or not name:  # YAML keys may be numbers, or empty
             raise ConfigError(rule, "a name must be a non-empty string")
         built.append((name, build_model(spec, rule, catalogs), rule))
     return built
 
 
-def _content_types(value: Any, where: str) -> frozenset[str] | None:
+def _content_types(value: list[str] | None) -> frozenset[str] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(where, "must be a list of media types")
     return frozenset(_media_type(item) for item in value)
 
 

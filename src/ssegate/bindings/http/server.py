@@ -44,7 +44,6 @@ from ssegate.bindings.http.h2_floods import FrameBudgets
 from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.bindings.http.types import HttpLimits
-from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.exchange import HttpHandler, Request, ResponseStream, simple_response
@@ -391,68 +390,46 @@ class HttpServer:
         observed.on_close(closed)
 
 
-def parse_versions(value: Any, path: str) -> frozenset[str]:
-    """``options.versions``: a non-empty list of ``http/1.1`` and ``h2``; default both."""
-    if value is None:
-        return ALL_VERSIONS
-    if not isinstance(value, list) or not value:
-        raise ConfigError(path, "must be a non-empty list of 'http/1.1' and 'h2'")
-    for index, item in enumerate(value):
-        if item not in ALL_VERSIONS:
-            raise ConfigError(f"{path}[{index}]", f"{item!r} is not 'http/1.1' or 'h2'")
-    return frozenset(value)
+def parse_versions(value: list[str] | None) -> frozenset[str]:
+    """``options.versions``: some of ``http/1.1`` and ``h2``; default both."""
+    return ALL_VERSIONS if value is None else frozenset(value)
 
 
-def parse_http2(value: Any, path: str) -> HttpLimits:
+def parse_http2(value: dict[str, Any] | None) -> HttpLimits:
     """``options.http2``: each connection's HTTP/2 frame budgets, acknowledgement backlog and
-    request timeout; what is left out keeps the default of :class:`HttpLimits`."""
+    request timeout; what is left out keeps the default of :class:`HttpLimits`. The schema
+    bounds every value."""
     limits = HttpLimits()
     if value is None:
         return limits
-    if not isinstance(value, dict):
-        raise ConfigError(path, "must be an object")
     rates = value.get("frames-per-second") or {}
-    if not isinstance(rates, dict):
-        raise ConfigError(f"{path}.frames-per-second", "must be an object")
     defaults = limits.frames
     budgets = {
-        kind.replace("-", "_"): _positive(rates, kind, f"{path}.frames-per-second", default)
+        kind.replace("-", "_"): float(rates.get(kind, default))
         for kind, default in defaults.rates().items()
     }
-    frames = FrameBudgets(**budgets, burst=_positive(value, "frame-burst", path, defaults.burst))
-    acks = _positive(value, "max-unread-acks", path, limits.max_unread_acks)
-    if not float(acks).is_integer():
-        raise ConfigError(f"{path}.max-unread-acks", f"{acks!r} is not a whole number")
+    frames = FrameBudgets(**budgets, burst=float(value.get("frame-burst", defaults.burst)))
     return dataclasses.replace(
         limits,
         frames=frames,
-        max_unread_acks=int(acks),
-        request_timeout=_positive(value, "request-timeout", path, limits.request_timeout),
+        max_unread_acks=int(value.get("max-unread-acks", limits.max_unread_acks)),
+        request_timeout=float(value.get("request-timeout", limits.request_timeout)),
     )
 
 
-def parse_http1(value: Any, path: str, limits: HttpLimits) -> HttpLimits:
-    """``options.http1``: each HTTP/1.1 connection's request timeout; left out, ``limits``'."""
+def parse_http1(value: dict[str, Any] | None, limits: HttpLimits) -> HttpLimits:
+    """``options.http1``: each HTTP/1.1 connection's request timeout; left out, ``limits``'.
+    The schema bounds it."""
     if value is None:
         return limits
-    if not isinstance(value, dict):
-        raise ConfigError(path, "must be an object")
-    timeout = _positive(value, "request-timeout", path, limits.http1_request_timeout)
+    timeout = float(value.get("request-timeout", limits.http1_request_timeout))
     return dataclasses.replace(limits, http1_request_timeout=timeout)
-
-
-def _positive(options: dict[str, Any], key: str, path: str, default: float) -> float:
-    value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{path}.{key}", f"{value!r} is not a number above 0")
-    return float(value)
 
 
 def build(binding: Binding, ctx: BuildContext) -> HttpServer:
     options = binding.options or {}
-    versions = parse_versions(options.get("versions"), f"{binding.path}.options.versions")
-    limits = parse_http2(options.get("http2"), f"{binding.path}.options.http2")
-    limits = parse_http1(options.get("http1"), f"{binding.path}.options.http1", limits)
+    versions = parse_versions(options.get("versions"))
+    limits = parse_http1(options.get("http1"), parse_http2(options.get("http2")))
     access = AccessControl.from_options(
         options.get("access-control"), f"{binding.path}.options.access-control"
     )

@@ -384,11 +384,9 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
         defaults[str(topic["name"])] = (
             "live" if topic.get("defaultOffset") == "live" else "historical"
         )
-    cache = options.get("cache") or {}
+    cache = options.get("cache") or {}  # the schema bounds both
     max_bytes = int(cache.get("max-bytes", DEFAULT_MAX_BYTES))
     max_age = float(cache.get("max-age", DEFAULT_MAX_AGE))
-    if max_bytes < 1:
-        raise ConfigError(f"{where}.cache.max-bytes", "must be at least 1")
     server = KafkaCacheServer(
         binding.name,
         client,

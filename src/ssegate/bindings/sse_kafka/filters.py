@@ -81,36 +81,22 @@ class FilterTemplate:
             self._static = self.render({}, None)
 
     @classmethod
-    def compile(cls, filters: Any, path: str) -> FilterTemplate | None:
-        """Compile ``with.filters`` found at YAML path ``path``; ``None`` when there are none."""
-        if filters is None:
-            return None
-        if not isinstance(filters, list):
-            raise ConfigError(path, "must be a list of {key, headers} entries")
+    def compile(cls, filters: list[Mapping[str, Any]] | None, path: str) -> FilterTemplate | None:
+        """Compile ``with.filters`` found at YAML path ``path``; ``None`` when there are none.
+        The schema gives each entry a string ``key``, string ``headers`` or both, nothing else."""
         if not filters:
             return None
         entries: list[_EntryTemplate] = []
         for index, entry in enumerate(filters):
             where = f"{path}[{index}]"
-            if not isinstance(entry, Mapping) or not entry:
-                raise ConfigError(where, "a filter needs 'key' or 'headers'")
-            unknown = sorted(set(entry) - {"key", "headers"})
-            if unknown:
-                raise ConfigError(where, f"unknown filter field '{unknown[0]}' (key, headers)")
             key = entry.get("key")
-            if key is not None and not isinstance(key, str):
-                raise ConfigError(f"{where}.key", "must be a string")
             headers = entry.get("headers") or {}
-            if not isinstance(headers, Mapping):
-                raise ConfigError(f"{where}.headers", "must map header names to values")
             compiled_headers: list[tuple[str, Template]] = []
             for name, value in headers.items():
-                if not isinstance(name, str) or not name:
+                if not isinstance(name, str) or not name:  # YAML keys may be numbers, or empty
                     raise ConfigError(
                         f"{where}.headers", "a header name must be a non-empty string"
                     )
-                if not isinstance(value, str):
-                    raise ConfigError(f"{where}.headers.{name}", "must be a string")
                 compiled_headers.append((name, Template.compile(value, f"{where}.headers.{name}")))
             entries.append(
                 _EntryTemplate(

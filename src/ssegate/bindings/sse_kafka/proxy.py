@@ -203,14 +203,9 @@ class SseKafkaProxy:
         return _Refused()
 
 
-def _id_format(with_: dict[str, Any], where: str) -> EventIdFormat:
+def _id_format(with_: dict[str, Any]) -> EventIdFormat:
     event = with_.get("event") or {}
-    text = event.get("id", EventIdFormat.ETAG.value) if isinstance(event, dict) else None
-    for candidate in EventIdFormat:
-        if text == candidate.value:
-            return candidate
-    choices = " or ".join(repr(c.value) for c in EventIdFormat)
-    raise ConfigError(f"{where}.event.id", f"must be {choices}")
+    return EventIdFormat(event.get("id", EventIdFormat.ETAG.value))  # the schema's enum
 
 
 def compile_route(route: Route, source: KafkaTopics, where: str) -> SseKafkaRoute:
@@ -218,7 +213,7 @@ def compile_route(route: Route, source: KafkaTopics, where: str) -> SseKafkaRout
     patterns = tuple(
         Pattern.compile(str(entry.get("path")), f"{where}.when[{index}].path")
         for index, entry in enumerate(route.when)
-        if isinstance(entry, dict) and "path" in entry
+        if "path" in entry
     )
     captured = [set(p.params) for p in patterns]
     with_ = route.with_
@@ -249,7 +244,7 @@ def compile_route(route: Route, source: KafkaTopics, where: str) -> SseKafkaRout
         patterns,
         topic,
         filters,
-        _id_format(with_, f"{where}.with"),
+        _id_format(with_),
         source,
         Guarded.compile(route.guarded, f"{where}.guarded"),
     )

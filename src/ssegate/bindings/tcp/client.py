@@ -88,7 +88,7 @@ def build(binding: Binding, ctx: BuildContext) -> TcpClient:
     if host is None and "port" not in options:
         # Seed 003's south_tcp_client: the kafka client before it knows the brokers.
         return TcpClient(binding.name, "", 0, ctx.metrics)
-    if not isinstance(host, str) or not host:
+    if not host:
         raise ConfigError(f"{where}.host", "a tcp client needs a host")
     if "port" not in options:
         raise ConfigError(f"{where}.port", "a tcp client needs a port")

@@ -30,23 +30,17 @@ def parse_ports(value: Any, path: str) -> list[int]:
     return ports
 
 
-def _parse_port_item(item: Any, path: str) -> list[int]:
-    if isinstance(item, bool):
-        raise ConfigError(path, f"{item!r} is not a port")
+def _parse_port_item(item: int | str, path: str) -> list[int]:
+    # The schema's ``port`` lets through a number in 0-65535 or a string of digits with an
+    # optional "-high": the numbers in a string are checked here.
     if isinstance(item, int):
-        return [_check_port(item, path)]
-    if isinstance(item, str):
-        text = item.strip()
-        if text.isdigit():
-            return [_check_port(int(text), path)]
-        low, sep, high = text.partition("-")
-        if sep and low.strip().isdigit() and high.strip().isdigit():
-            first = _check_port(int(low), path)
-            last = _check_port(int(high), path)
-            if last < first:
-                raise ConfigError(path, f"port range '{item}' ends before it starts")
-            return list(range(first, last + 1))
-    raise ConfigError(path, f"{item!r} is not a port, a 'low-high' range or a list of them")
+        return [item]
+    low, _, high = item.strip().partition("-")
+    first = _check_port(int(low), path)
+    last = _check_port(int(high), path) if high else first
+    if last < first:
+        raise ConfigError(path, f"port range '{item}' ends before it starts")
+    return list(range(first, last + 1))
 
 
 def _check_port(port: int, path: str) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import Any
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
@@ -49,19 +48,14 @@ def build(binding: Binding, ctx: BuildContext) -> TlsClient:
     if not binding.exit:
         raise ConfigError(f"{binding.path}.exit", "a tls client needs an exit (a tcp client)")
     vault: Vault | None = ctx.vault(binding.vault) if binding.vault else None
-    versions = VERSIONS.get(str(options.get("version", "TLS")))
-    if versions is None:
-        raise ConfigError(
-            f"{where}.version", f"'{options['version']}' is not one of TLS, TLSv1.2, TLSv1.3"
-        )
+    versions = VERSIONS[options.get("version", "TLS")]
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version, context.maximum_version = versions
     trust = options.get("trust")
     trust_pem = ""
     if vault is not None:
-        aliases = None if trust is None else _strings(trust, f"{where}.trust")
-        trust_pem = vault.trust_pem(aliases, path=f"{where}.trust")
+        trust_pem = vault.trust_pem(trust, path=f"{where}.trust")
     elif trust is not None:
         raise ConfigError(f"{binding.path}.vault", "trust needs a vault")
     if trust_pem:
@@ -71,21 +65,14 @@ def build(binding: Binding, ctx: BuildContext) -> TlsClient:
 
     keys = options.get("keys")
     if keys is not None:
-        aliases = _strings(keys, f"{where}.keys")
         if vault is None:
             raise ConfigError(f"{binding.path}.vault", "keys need a vault")
-        if aliases:
-            vault.load_key_into(context, aliases[0], path=f"{where}.keys[0]")
+        if keys:
+            vault.load_key_into(context, keys[0], path=f"{where}.keys[0]")
 
     alpn: tuple[str, ...] = ()
     if options.get("alpn") is not None:
-        alpn = tuple(_strings(options["alpn"], f"{where}.alpn"))
+        alpn = tuple(options["alpn"])
         context.set_alpn_protocols(list(alpn))
-    sni_names = _strings(options["sni"], f"{where}.sni") if options.get("sni") else []
+    sni_names = options.get("sni") or []
     return TlsClient(binding.name, context, binding.exit, sni_names[0] if sni_names else None, alpn)
-
-
-def _strings(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(where, "must be a list of strings")
-    return list(value)

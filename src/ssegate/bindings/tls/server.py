@@ -188,16 +188,14 @@ def build(binding: Binding, ctx: BuildContext) -> TlsServer:
     exit_name = binding.exit or (routes[-1].exit if routes else None)
     if exit_name is None:
         raise ConfigError(f"{binding.path}.exit", "a tls server needs an exit")
-    alpn = _alpn(options.get("alpn"), ctx, exit_name, f"{where}.alpn")
-    sni = _names(options.get("sni"), f"{where}.sni")
-    versions = _versions(options.get("version", "TLS"), f"{where}.version")
+    alpn = _alpn(options.get("alpn"), ctx, exit_name)
+    sni = _names(options.get("sni"))
+    versions = VERSIONS[options.get("version", "TLS")]
     trust_pem = ""
     trust = options.get("trust")
     if trust is not None:
-        trust_pem = vault.trust_pem(_names_list(trust, f"{where}.trust"), path=f"{where}.trust")
-    mutual = str(options.get("mutual", "required" if trust is not None else "none"))
-    if mutual not in MUTUAL_MODES:
-        raise ConfigError(f"{where}.mutual", f"'{mutual}' is not one of required, requested, none")
+        trust_pem = vault.trust_pem(list(trust), path=f"{where}.trust")
+    mutual = options.get("mutual", "required" if trust is not None else "none")
     if mutual != "none" and not trust_pem:
         raise ConfigError(f"{where}.mutual", f"mutual '{mutual}' needs trust certificates")
 
@@ -232,7 +230,7 @@ def _key_entries(vault: Vault, keys: Any, where: str) -> list[tuple[str, str, Ke
         if not entries:
             raise ConfigError(where, f"vault '{vault.name}' has no key to serve")
         return [(e.alias or "", where, e) for e in entries]
-    aliases = _names_list(keys, where)
+    aliases = list(keys)
     if not aliases:
         raise ConfigError(where, "at least one key alias is needed")
     found = []
@@ -285,23 +283,16 @@ def _routes(binding: Binding) -> list[AlpnRoute]:
         if not route.exit:
             continue
         protocols: set[str] = set()
-        for index, when in enumerate(route.when):
+        for when in route.when:
             if "alpn" in when:
-                value = when["alpn"]
-                if not isinstance(value, str):
-                    raise ConfigError(f"{route.path}.when[{index}].alpn", "must be a string")
-                protocols.add(value)
+                protocols.add(when["alpn"])
         routes.append(AlpnRoute(frozenset(protocols), route.exit))
     return routes
 
 
-def _alpn(value: Any, ctx: BuildContext, exit_name: str, where: str) -> tuple[str, ...]:
+def _alpn(value: list[str] | None, ctx: BuildContext, exit_name: str) -> tuple[str, ...]:
     if value is not None:
-        protocols = _names_list(value, where)
-        for index, protocol in enumerate(protocols):
-            if not 0 < len(protocol.encode()) < 256:
-                raise ConfigError(f"{where}[{index}]", "an ALPN protocol is 1 to 255 bytes")
-        return tuple(protocols)
+        return tuple(value)
     try:
         following = ctx.binding(exit_name)
     except KeyError:
@@ -312,23 +303,10 @@ def _alpn(value: Any, ctx: BuildContext, exit_name: str, where: str) -> tuple[st
     return tuple(p for p in DEFAULT_ALPN if p in versions) or DEFAULT_ALPN
 
 
-def _versions(value: Any, where: str) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
-    versions = VERSIONS.get(str(value))
-    if versions is None:
-        raise ConfigError(where, f"'{value}' is not one of {', '.join(VERSIONS)}")
-    return versions
-
-
-def _names(value: Any, where: str) -> frozenset[str] | None:
+def _names(value: list[str] | None) -> frozenset[str] | None:
     if value is None:
         return None
-    return frozenset(name.lower().rstrip(".") for name in _names_list(value, where))
-
-
-def _names_list(value: Any, where: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(where, "must be a list of strings")
-    return list(value)
+    return frozenset(name.lower().rstrip(".") for name in value)
 
 
 def install_loop_exception_filter(
