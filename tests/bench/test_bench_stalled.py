@@ -16,7 +16,7 @@ def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothin
     kafka_broker: BrokerInfo,
 ) -> None:
     result = run_stalled(
-        40, rate=400.0, live=4, duration=2.0, repeat=1, slow_client_timeout=2.0,
+        40, rate=400.0, live=4, duration=2.0, warmup=2.0, repeat=1, slow_client_timeout=2.0,
         broker_info=kafka_broker,
     )  # fmt: skip
     [run] = result["runs"]

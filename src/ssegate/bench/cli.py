@@ -179,6 +179,9 @@ def add_bench_parser(commands: Any) -> None:
     )
     stalled.add_argument("--size", type=int, default=100, help="bytes of each message value")
     stalled.add_argument(
+        "--warmup", type=float, default=60.0, help="seconds before the baseline (RSS levels off)"
+    )
+    stalled.add_argument(
         "--slow-client-timeout", type=float, default=10.0, help="the sse server's option"
     )
     stalled.add_argument("--repeat", type=int, default=3, help="runs; medians kept")
@@ -360,12 +363,13 @@ def _stalled(args: argparse.Namespace) -> int:
         duration=args.duration,
         size=args.size,
         repeat=args.repeat,
+        warmup=args.warmup,
         slow_client_timeout=args.slow_client_timeout,
         progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
     results["command"] = "ssegate bench stalled " + " ".join(
         f"--{name.replace('_', '-')} {getattr(args, name)}"
-        for name in ("stalled", "rate", "live", "duration", "size", "repeat")
+        for name in ("stalled", "rate", "live", "duration", "size", "warmup", "repeat")
     )
     return _write(results, args.out)
 

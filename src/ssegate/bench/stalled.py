@@ -7,6 +7,7 @@ last. One load process, apart from the gateway (:mod:`ssegate.bench.stalled_clie
 ``live`` readers of the stream for the whole run and, in the second phase, the stalled clients.
 Per run, on a fresh topic and a fresh gateway:
 
+0. **warm-up**: ``warmup`` seconds with only the live readers, measured in no phase;
 1. **baseline**: ``duration`` seconds with only the live readers; the gateway's RSS at its end;
 2. **stalled**: ``stalled`` clients connect (``SO_RCVBUF`` of ``rcvbuf`` bytes) and never read.
    The phase lasts until each has seen its connection end, or until :func:`end_bound` plus
@@ -18,9 +19,9 @@ Then the producer stops and, after a drain, each live reader's event ids are tal
 every offset produced. Per phase: the live readers' latency (produce → receipt), and the CPU of
 the gateway, of the load process, of the producer (this process) and of everything else on the
 machine, each as a share of one core. The cache server's cache is bounded (``cache_max_bytes``,
-full within the first seconds of the baseline), so that the RSS comparison measures what the
-stalled clients left behind, not the cache filling up. ``repeat`` runs; the verdicts and the
-summary are :mod:`ssegate.bench.stalled_report`'s.
+full within the first 15 s) and the baseline starts after the warm-up, so that the RSS
+comparison measures what the stalled clients left behind, not the cache filling up.
+``repeat`` runs; the verdicts and the summary are :mod:`ssegate.bench.stalled_report`'s.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ from ssegate.bench.stalled_report import END_MARGIN, end_bound, ends, ratio, sum
 from ssegate.engine.runtime import free_port
 from ssegate.kafka.broker import BrokerInfo
 
-SETTLE_SECONDS = 2.0
-"""After the live readers open and the producer starts, before the baseline."""
+WARMUP_SECONDS = 60.0
+"""After the live readers open and the producer starts, before the baseline: long enough for
+the cache to fill and the gateway's RSS to level off (about a minute at 400 messages/s)."""
 GONE_SECONDS = 1.0
 """After the last stalled client ended, before the stalled phase closes."""
 DRAIN_SECONDS = 3.0
@@ -62,6 +64,7 @@ def run_stalled(
     duration: float = 30.0,
     size: int = 100,
     repeat: int = 3,
+    warmup: float = WARMUP_SECONDS,
     slow_client_timeout: float = 10.0,
     rcvbuf: int = 4096,
     cache_max_bytes: int = CACHE_MAX_BYTES,
@@ -75,6 +78,7 @@ def run_stalled(
         "rate": rate,
         "live": live,
         "duration_s": duration,
+        "warmup_s": warmup,
         "value_bytes": size,
         "repeat": repeat,
         "slow_client_timeout_s": slow_client_timeout,
@@ -98,7 +102,8 @@ def run_stalled(
             ):
                 meter = _Meter(gateway.pid, load.pid, broker.pid)
                 rig = _Rig(gateway, load, meter, metrics_port, broker.bootstrap, topic)
-                run = rig.run(stalled, rate, live, duration, size, slow_client_timeout, rcvbuf)
+                run = rig.run(stalled, rate, live, duration, size, slow_client_timeout, rcvbuf,
+                              warmup)  # fmt: skip
             results["runs"].append(run)
             print(json.dumps(_brief(run)), flush=True)
             if progress is not None:
@@ -222,15 +227,15 @@ class _Rig:
 
     def run(
         self, stalled: int, rate: float, live: int, duration: float, size: int,
-        timeout: float, rcvbuf: int,
+        timeout: float, rcvbuf: int, warmup: float,
     ) -> dict[str, Any]:  # fmt: skip
         load, gateway, meter = self.load, self.gateway, self.meter
         opened = load.open_live(live)
         producer = _Producer(self.bootstrap, self.topic, rate, size)
         producer.start()
         try:
-            time.sleep(SETTLE_SECONDS)
-            load.report()  # what came while settling counts in no phase
+            time.sleep(warmup)
+            load.report()  # what came while warming up counts in no phase
             owed_from = producer.written  # every offset from here on is owed to every reader
             rss_start = gateway.sample().rss_bytes
             mark = meter.mark()
