@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from ssegate.bindings.sse.server import (
-    DownstreamStream,
-    SseRoute,
-    SseServer,
-    StreamSweep,
-    build,
-)
+from ssegate.bindings.sse.server import SseRoute, SseServer, StreamSweep, build
 from ssegate.bindings.sse.source import SseSink
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
@@ -530,39 +522,3 @@ def test_bad_options_are_config_errors_with_their_path(options: dict[str, Any], 
     with pytest.raises(ConfigError) as caught:
         build(Binding("s", "sse", "server", options=options, exit="x"), FakeContext({"x": None}))
     assert caught.value.path == path
-
-
-class SlowToVisit:
-    """A sweep member whose visit takes ``seconds`` of the loop's time."""
-
-    sweep_period = 0.08  # a tick of 20 ms
-
-    def __init__(self, name: int, seconds: float, log: list[str]) -> None:
-        self.name, self.seconds, self.log = name, seconds, log
-
-    def visit(self, now: float) -> None:
-        until = time.perf_counter() + self.seconds
-        while time.perf_counter() < until:
-            pass
-        self.log.append(f"visit {self.name}")
-
-
-def test_a_long_sweep_lets_the_loop_run_other_work_between_its_slices() -> None:
-    log: list[str] = []
-
-    async def scenario() -> None:
-        sweep = StreamSweep()
-        members = [SlowToVisit(n, 0.002, log) for n in range(20)]  # 40 ms in all
-        for member in members:
-            sweep.add(cast(DownstreamStream, member))
-        loop = asyncio.get_running_loop()
-        loop.call_later(sweep.tick + 0.001, lambda: log.append("other work"))
-        while len([entry for entry in log if entry.startswith("visit")]) < 20:
-            await asyncio.sleep(0.001)
-        for member in members:
-            sweep.discard(cast(DownstreamStream, member))
-
-    asyncio.run(asyncio.wait_for(scenario(), 5))
-    first_sweep = log[: log.index("other work") + 1]
-    assert first_sweep[0].startswith("visit") and 0 < len(first_sweep) - 1 < 20
-    assert len({entry for entry in log if entry.startswith("visit")}) == 20  # the sweep went on

@@ -74,8 +74,6 @@ DEFAULT_MAX_BUFFERED = 1024 * 1024
 DEFAULT_SLOW_CLIENT_TIMEOUT = 10.0
 STALL_MARK = 64 * 1024
 """Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
-SWEEP_SLICE = 0.005
-"""Seconds a sweep may hold the event loop before it lets other work run and goes on."""
 
 Validator = Callable[[str], str | None]
 """Returns ``None`` for valid event data, else the reason it is invalid."""
@@ -100,11 +98,6 @@ class StreamSweep:
     slow-client timeout (at most 1 s), so a keep-alive goes out between ``keepalive`` and
     ``keepalive + tick``. Without a running event loop nothing is scheduled and :meth:`sweep`
     is called by hand.
-
-    A timed sweep holds the loop for at most :data:`SWEEP_SLICE` at a time: past it, the rest
-    of the visits wait for the next turn of the loop, so that a thousand clients found too slow
-    at once (they connected together, so they stall together) are dropped between deliveries to
-    the others instead of delaying all of them by the whole batch of drops.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -113,10 +106,6 @@ class StreamSweep:
         self._members: set[DownstreamStream] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.TimerHandle | None = None
-        self._pending: list[DownstreamStream] = []
-        """Members the sweep under way has still to visit."""
-        self._sweeping_at: float | None = None
-        """The time of the sweep under way (None: none is)."""
 
     def __len__(self) -> int:
         return len(self._members)
@@ -128,12 +117,10 @@ class StreamSweep:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        if self._loop is not loop:
-            if self._handle is not None:
-                self._handle.cancel()
-                self._handle = None
-            self._pending, self._sweeping_at = [], None  # a sweep left on a loop that is gone
-        if self._handle is None and self._sweeping_at is None:
+        if self._handle is not None and self._loop is not loop:
+            self._handle.cancel()
+            self._handle = None
+        if self._handle is None:
             self._loop = loop
             self._handle = loop.call_later(self.tick, self._fire)
 
@@ -151,25 +138,8 @@ class StreamSweep:
 
     def _fire(self) -> None:
         self._handle = None
-        self._pending = list(self._members)
-        self._sweeping_at = self.clock()
-        self._go_on()
-
-    def _go_on(self) -> None:
-        """Visit what is left of the sweep for up to :data:`SWEEP_SLICE`, then yield."""
-        at, pending, members = self._sweeping_at, self._pending, self._members
-        if at is None:
-            return
-        deadline = time.perf_counter() + SWEEP_SLICE
-        while pending:
-            member = pending.pop()
-            if member in members:  # not closed since the sweep began
-                member.visit(at)
-            if pending and time.perf_counter() > deadline and self._loop is not None:
-                self._loop.call_soon(self._go_on)
-                return
-        self._sweeping_at = None
-        if members and self._loop is not None and not self._loop.is_closed():
+        self.sweep()
+        if self._members and self._loop is not None and not self._loop.is_closed():
             self._handle = self._loop.call_later(self.tick, self._fire)
 
 
