@@ -92,7 +92,7 @@ def test_a_config_over_4_mib_is_refused_at_the_size_limit(
     text = FILESYSTEM.format(location="www") + "# " + "x" * (4 * 1024 * 1024) + "\n"
     error = refusal(tmp_path, text, capsys, command="validate")
     assert error == (
-        f"ssegate: {tmp_path / 'zilla.yaml'}: the config is larger than the size limit"
+        f"ssegate: {tmp_path / 'zilla.yaml'}: the config file is larger than the size limit"
         " of 4194304 bytes (4 MiB)\n"
     )
 

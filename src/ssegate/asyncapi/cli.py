@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ssegate.config.errors import ConfigError
+from ssegate.config.yaml_reader import read_text
 
 
 def add_asyncapi_parser(commands: Any) -> None:
@@ -72,11 +73,7 @@ def _validate(args: argparse.Namespace) -> int:
     from ssegate.asyncapi.document import AsyncApiError, load_document
     from ssegate.asyncapi.model import read_api
 
-    try:
-        with open(args.document, encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(args.document, f"cannot read the document: {exc}") from None
+    text = read_text(args.document, "AsyncAPI document")
     try:
         api = read_api(load_document(text, args.document))
     except AsyncApiError as exc:
@@ -91,11 +88,7 @@ def _expand(args: argparse.Namespace) -> int:
     from ssegate.config.loader import load_config_text, parse_document
     from ssegate.config.validate import validate_document
 
-    try:
-        with open(args.config, encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(args.config, f"cannot read the config file: {exc}") from None
+    text = read_text(args.config)
     base_dir = os.path.dirname(os.path.abspath(args.config))
     document = parse_document(text, source=args.config)
     validate_document(document)

@@ -18,11 +18,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError, relevance
 
 from ssegate.config.errors import ConfigError
+from ssegate.config.yaml_reader import load_yaml_text
 
 SUPPORTED_VERSIONS = ("3.0.0", "2.6.0")
 
@@ -55,15 +55,12 @@ def _validator(version: str) -> Draft7Validator:
 
 
 def parse_text(text: str, source: str = "<asyncapi>") -> dict[str, Any]:
-    """The document in ``text`` (YAML, of which JSON is a subset), as plain values."""
+    """The document in ``text`` (YAML, of which JSON is a subset), as plain values, read within
+    the limits of a config (:mod:`ssegate.config.yaml_reader`: size, nesting, aliases)."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise AsyncApiError("/", f"{source} is not YAML or JSON{where}: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise AsyncApiError("/", f"{source} is not YAML or JSON: {exc}") from None
+        document = load_yaml_text(text, source, "AsyncAPI document")
+    except ConfigError as exc:
+        raise AsyncApiError("/", str(exc)) from None
     if not isinstance(document, dict):
         raise AsyncApiError("/", f"{source} must be a mapping with an 'asyncapi' version")
     return document

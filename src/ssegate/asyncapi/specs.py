@@ -20,6 +20,7 @@ from ssegate.asyncapi.model import Api, ApiChannel, ApiServer, read_api
 from ssegate.catalogs import CatalogError, SchemaRef, build_catalog
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
+from ssegate.config.yaml_reader import read_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +95,9 @@ def load_specs(
 def _read_file(path: str, where: str, base_dir: str) -> str:
     location = os.path.join(base_dir, os.path.expanduser(path))
     try:
-        with open(location, encoding="utf-8") as file:
-            return file.read()
-    except OSError as exc:
-        raise ConfigError(where, f"cannot read {location}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(where, f"{location} is not UTF-8 text") from None
+        return read_text(location, "AsyncAPI document")
+    except ConfigError as exc:
+        raise ConfigError(where, str(exc)) from None
 
 
 def _read_catalog(

@@ -30,7 +30,14 @@ from ssegate.config.errors import ConfigError, ConfigErrors
 from ssegate.config.model import Config
 from ssegate.config.resolve import resolve
 from ssegate.config.validate import validate_document, yaml_path
-from ssegate.config.yaml_reader import DEFAULT_LIMITS, ConfigLimits, check_size, parse_yaml
+from ssegate.config.yaml_reader import (
+    DEFAULT_LIMITS,
+    ConfigLimits,
+    check_size,
+    located,
+    parse_yaml,
+    read_text,
+)
 
 ENV_EXPRESSION = re.compile(r"\$\{\{(?:\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\})?")
 """``${{env.NAME}}``, with optional spaces inside the braces; a bare ``${{`` is malformed."""
@@ -48,17 +55,7 @@ def load_config(
 ) -> Config:
     """Read, check and resolve the config file at ``path``. Raises :class:`ConfigError`."""
     source = os.fspath(path)
-    try:
-        with open(source, "rb") as file:
-            raw = file.read(limits.max_bytes + 1)
-    except OSError as exc:
-        raise ConfigError(source, f"cannot read the config file: {exc.strerror or exc}") from None
-    check_size(len(raw), source, limits)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        message = f"the config file is not UTF-8 text (byte {exc.start})"
-        raise ConfigError(source, message) from None
+    text = read_text(source, "config file", limits)
     base_dir = os.path.dirname(os.path.abspath(source))
     return load_config_text(text, source=source, base_dir=base_dir, env=env, limits=limits)
 
@@ -177,9 +174,4 @@ def _strings(value: object, parts: list[str | int]) -> Iterator[tuple[list[str |
 
 
 def _syntax_error(exc: yaml.MarkedYAMLError) -> ConfigError:
-    mark = exc.problem_mark or exc.context_mark
-    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    problem = exc.problem or "invalid YAML"
-    if exc.context and exc.context_mark and exc.context_mark is not mark:
-        problem = f"{problem} ({exc.context} at line {exc.context_mark.line + 1})"
-    return ConfigError(where, problem)
+    return ConfigError(*located(exc))

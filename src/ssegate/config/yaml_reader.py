@@ -17,6 +17,11 @@ composed into nodes, before any value is built:
 The size of the text itself (:attr:`ConfigLimits.max_bytes`, default 4 MiB) is checked by the
 caller before parsing, with :func:`check_size`. Every refusal is a :class:`ConfigError` that
 names the limit it exceeded; the ones met while composing give the line and column.
+
+Every YAML file ssegate reads goes through here, not only ``zilla.yaml``: :func:`read_text`
+reads a file no further than the size limit, and :func:`load_yaml_text` checks a text's size
+and parses it, each error a :class:`ConfigError` naming the file (pipeline files, AsyncAPI
+documents, whether from a file or a catalog).
 """
 
 from __future__ import annotations
@@ -46,14 +51,62 @@ _SCALAR = (1, 0)
 """A scalar's expanded size and height."""
 
 
-def check_size(size: int, source: str, limits: ConfigLimits = DEFAULT_LIMITS) -> None:
-    """Raise :class:`ConfigError` when a config of ``size`` bytes is over the size limit."""
+def check_size(
+    size: int, source: str, limits: ConfigLimits = DEFAULT_LIMITS, what: str = "config"
+) -> None:
+    """Raise :class:`ConfigError` when a ``what`` of ``size`` bytes is over the size limit."""
     if size > limits.max_bytes:
         raise ConfigError(
             source,
-            f"the config is larger than the size limit of {limits.max_bytes} bytes"
+            f"the {what} is larger than the size limit of {limits.max_bytes} bytes"
             f" ({_mib(limits.max_bytes)})",
         )
+
+
+def read_text(path: str, what: str = "config file", limits: ConfigLimits = DEFAULT_LIMITS) -> str:
+    """The text of the UTF-8 file at ``path`` (a ``what``), read no further than the size limit.
+
+    Raises :class:`ConfigError` naming ``path`` when the file cannot be read, is larger than
+    the limit, or is not UTF-8.
+    """
+    try:
+        with open(path, "rb") as file:
+            raw = file.read(limits.max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read the {what}: {exc.strerror or exc}") from None
+    check_size(len(raw), path, limits, what)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"the {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def load_yaml_text(
+    text: str, source: str, what: str, limits: ConfigLimits = DEFAULT_LIMITS
+) -> object:
+    """The YAML ``text`` of a ``what`` named ``source``, as plain values.
+
+    Raises :class:`ConfigError` naming ``source``: over the size limit, or a syntax error or a
+    limit met while parsing (``line L, column C: <problem>``).
+    """
+    check_size(len(text.encode("utf-8", "surrogatepass")), source, limits, what)
+    try:
+        return parse_yaml(text, limits)
+    except yaml.MarkedYAMLError as exc:
+        where, problem = located(exc)
+        raise ConfigError(source, f"{where}: {problem}" if where else problem) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, f"the {what} is not valid YAML: {exc}") from None
+
+
+def located(exc: yaml.MarkedYAMLError) -> tuple[str, str]:
+    """Where a YAML error is (``line L, column C``; empty when unknown) and what it is."""
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = exc.problem or "invalid YAML"
+    if exc.context and exc.context_mark and exc.context_mark is not mark:
+        problem = f"{problem} ({exc.context} at line {exc.context_mark.line + 1})"
+    return where, problem
 
 
 def _mib(size: int) -> str:

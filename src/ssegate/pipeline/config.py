@@ -37,10 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
+from ssegate.config.yaml_reader import load_yaml_text, read_text
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -128,12 +127,8 @@ class Pipeline:
 def load_pipeline(path: str | Path) -> Pipeline:
     """Read and check a pipeline file; relative paths in it are relative to the file."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError("", f"{path} is not valid YAML: {exc}") from None
+    text = read_text(str(path), "pipeline file")
+    data = load_yaml_text(text, str(path), "pipeline file")
     return parse_pipeline(data, base=path.parent)
 
 

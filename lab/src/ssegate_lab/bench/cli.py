@@ -197,6 +197,27 @@ def add_bench_parser(commands: Any) -> None:
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
+    stalled = scenarios.add_parser(
+        "stalled",
+        help="N clients that never read a busy Kafka stream: live p99, their end, gateway RSS",
+    )
+    stalled.add_argument("--stalled", type=int, default=1000, help="clients that never read")
+    stalled.add_argument("--rate", type=float, default=400.0, help="messages/s produced")
+    stalled.add_argument("--live", type=int, default=20, help="live readers")
+    stalled.add_argument(
+        "--duration", type=float, default=30.0, help="seconds of the baseline and after phases"
+    )
+    stalled.add_argument("--size", type=int, default=100, help="bytes of each message value")
+    stalled.add_argument(
+        "--warmup", type=float, default=60.0, help="seconds before the baseline (RSS levels off)"
+    )
+    stalled.add_argument(
+        "--slow-client-timeout", type=float, default=10.0, help="the sse server's option"
+    )
+    stalled.add_argument("--repeat", type=int, default=3, help="runs; medians kept")
+    stalled.add_argument("--out", type=Path, default=None)
+    stalled.set_defaults(func=_stalled)
+
     pipeline = scenarios.add_parser(
         "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
     )
@@ -367,6 +388,27 @@ def _keyed(args: argparse.Namespace) -> int:
     )
     if args.plot is not None:
         results["plot"] = plot_keyed(results, args.plot)
+    return _write(results, args.out)
+
+
+def _stalled(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.stalled import run_stalled
+
+    results = run_stalled(
+        args.stalled,
+        rate=args.rate,
+        live=args.live,
+        duration=args.duration,
+        size=args.size,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        slow_client_timeout=args.slow_client_timeout,
+        progress=None if args.out is None else lambda partial: _save(partial, args.out),
+    )
+    results["command"] = "ssegate bench stalled " + " ".join(
+        f"--{name.replace('_', '-')} {getattr(args, name)}"
+        for name in ("stalled", "rate", "live", "duration", "size", "warmup", "repeat")
+    )
     return _write(results, args.out)
 
 

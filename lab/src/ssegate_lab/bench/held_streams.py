@@ -31,20 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
-import multiprocessing.connection
-import os
 import re
-import resource
 import socket
 import ssl
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
+from ssegate_lab.bench.client_process import ClientProcess, EventStreamReader, cpu_seconds
 from ssegate_lab.bench.latency import LatencyHistogram
-from ssegate_lab.bench.load import raise_open_files
 from ssegate_lab.bench.sequence import StreamSequence
 
 STAMPED_JSON = re.compile(rb'"t":\s*(\d+),\s*"n":\s*(\d+)')
@@ -105,48 +101,17 @@ class _Counters:
         self.large_reads = self.duplicates = self.late = 0
 
 
-class _HeldStream(asyncio.Protocol):
+class _HeldStream(EventStreamReader):
     """One HTTP/1.1 connection: the request, the status line, then stamped events."""
 
     def __init__(self, request: bytes, opened: asyncio.Future[str], counters: _Counters) -> None:
-        self._request = request
-        self._opened = opened
+        super().__init__(request, opened)
         self._counters = counters
-        self._head = b""
-        self._tail = b""
-        self._streaming = False
         self._sequence = StreamSequence()
         self.closing = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        cast(asyncio.Transport, transport).write(self._request)
-
-    def data_received(self, data: bytes) -> None:
-        if self._streaming:
-            self._scan(data)
-            return
-        self._head += data
-        end = self._head.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        head = self._head[:end].lower()
-        if head[9:12] != b"200" or b"text/event-stream" not in head:
-            self._settle(head.split(b"\r\n", 1)[0].decode("latin-1"))
-            return
-        self._streaming = True
-        self._settle("")
-        rest, self._head = self._head[end + 4 :], b""
-        if rest:
-            self._scan(rest)
-
-    def _scan(self, data: bytes) -> None:
-        buffer = self._tail + data if self._tail else data
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._tail = buffer
-            return
-        self._tail = buffer[end + 2 :]
-        end += 2
+    def scan(self, data: bytes) -> None:
+        buffer, end = self.complete_blocks(data)
         count = buffer.count(b'"n":', 0, end)
         if count > EXACT_PER_READ:
             self._scan_read(buffer, end)
@@ -207,14 +172,8 @@ class _HeldStream(asyncio.Protocol):
             counters.first_ns = counters.first_ns or now
             counters.last_ns = now
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._streaming and not self.closing:
-            self._counters.closed_early += 1
-        self._settle(f"connection lost: {exc}")
-
-    def _settle(self, error: str) -> None:
-        if not self._opened.done():
-            self._opened.set_result(error)
+    def ended_early(self) -> None:
+        self._counters.closed_early += 1
 
 
 class _Client:
@@ -223,13 +182,15 @@ class _Client:
     def __init__(self) -> None:
         self.counters = _Counters()
         self.streams: list[tuple[asyncio.BaseTransport, _HeldStream]] = []
-        self.cpu_mark = _cpu_seconds()
+        self.cpu_mark = cpu_seconds()
 
-    async def open(self, command: dict[str, Any]) -> dict[str, Any]:
+    async def open(
+        self, requests: list[bytes], host: str, port: int, tls: bool, sources: int,
+        concurrency: int, deadline: float,
+    ) -> dict[str, Any]:  # fmt: skip
         loop = asyncio.get_running_loop()
-        host, port, sources = command["host"], command["port"], command["sources"]
-        context = _tls_context() if command["tls"] else None
-        gate = asyncio.Semaphore(command["concurrency"])
+        context = _tls_context() if tls else None
+        gate = asyncio.Semaphore(concurrency)
         histogram = LatencyHistogram()
         errors: list[str] = []
         opened = failed = 0
@@ -263,8 +224,7 @@ class _Client:
                 histogram.record((time.perf_counter_ns() - started) // 1000)
 
         started = time.perf_counter()
-        deadline = command["deadline"]
-        tasks = [asyncio.ensure_future(connect(i, r)) for i, r in enumerate(command["requests"])]
+        tasks = [asyncio.ensure_future(connect(i, r)) for i, r in enumerate(requests)]
         _, pending = await asyncio.wait(tasks, timeout=deadline)
         for task in pending:
             task.cancel()
@@ -280,11 +240,11 @@ class _Client:
             "errors": errors[:5],
         }
 
-    def report(self) -> dict[str, Any]:
+    async def report(self) -> dict[str, Any]:
         counters, self.counters = self.counters, _Counters()
         for _, protocol in self.streams:
             protocol._counters = self.counters  # later events count in the next report
-        cpu, self.cpu_mark = _cpu_seconds() - self.cpu_mark, _cpu_seconds()
+        cpu, self.cpu_mark = cpu_seconds() - self.cpu_mark, cpu_seconds()
         return {
             "received": counters.received,
             "gaps": counters.gaps,
@@ -319,11 +279,6 @@ def _reset_on_close(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _tls_context() -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -332,47 +287,7 @@ def _tls_context() -> ssl.SSLContext:
     return context
 
 
-async def _serve(pipe: multiprocessing.connection.Connection) -> None:
-    loop = asyncio.get_running_loop()
-    client = _Client()
-    commands: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-    def readable() -> None:
-        # The loop made the pipe non-blocking; a large command must be read whole.
-        os.set_blocking(pipe.fileno(), True)
-        while pipe.poll():
-            commands.put_nowait(pipe.recv())
-
-    loop.add_reader(pipe.fileno(), readable)
-    try:
-        while True:
-            command = await commands.get()
-            op = command["op"]
-            if op == "open":
-                pipe.send(await client.open(command))
-            elif op == "report":
-                pipe.send(client.report())
-            elif op == "close":
-                pipe.send(await client.close())
-            else:
-                await client.close()
-                return
-    finally:
-        loop.remove_reader(pipe.fileno())
-
-
-def _client_process(pipe: multiprocessing.connection.Connection, streams: int) -> None:
-    import uvloop
-
-    raise_open_files(streams + 256)
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    try:
-        asyncio.run(_serve(pipe))
-    finally:
-        pipe.close()
-
-
-class HeldStreams:
+class HeldStreams(ClientProcess):
     """A client process holding SSE streams to one ``host:port``; a context manager."""
 
     def __init__(
@@ -386,44 +301,25 @@ class HeldStreams:
         sources: int = 4,
         timeout: float = 120.0,
     ) -> None:
+        super().__init__(_Client, files=max_streams + 256, timeout=timeout)
         self.port, self.host, self.tls = port, host, tls
         self.max_streams, self.concurrency, self.sources = max_streams, concurrency, sources
-        self.timeout = timeout
-        self._pipe: multiprocessing.connection.Connection | None = None
-        self._process: multiprocessing.process.BaseProcess | None = None
 
     def __enter__(self) -> HeldStreams:
-        context = multiprocessing.get_context("spawn")
-        parent_end, child_end = context.Pipe()
-        self._process = context.Process(
-            target=_client_process, args=(child_end, self.max_streams), daemon=True
-        )
-        self._process.start()
-        child_end.close()
-        self._pipe = parent_end
+        super().__enter__()
         return self
-
-    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
-        assert self._pipe is not None
-        self._pipe.send(command)
-        if not self._pipe.poll(self.timeout):
-            raise RuntimeError(f"the stream client did not answer {command['op']!r} in time")
-        answer: dict[str, Any] = self._pipe.recv()
-        return answer
 
     def open(self, requests: list[bytes], port: int | None = None) -> OpenResult:
         """Open one stream per request, to ``port`` (default: the one given at creation)."""
-        answer = self._ask(
-            {
-                "op": "open",
-                "requests": requests,
-                "host": self.host,
-                "port": self.port if port is None else port,
-                "tls": self.tls,
-                "sources": self.sources,
-                "concurrency": self.concurrency,
-                "deadline": max(1.0, self.timeout - OPEN_ANSWER_MARGIN),
-            }
+        answer = self.ask(
+            "open",
+            requests=requests,
+            host=self.host,
+            port=self.port if port is None else port,
+            tls=self.tls,
+            sources=self.sources,
+            concurrency=self.concurrency,
+            deadline=max(1.0, self.timeout - OPEN_ANSWER_MARGIN),
         )
         return OpenResult(
             answer["opened"],
@@ -434,24 +330,12 @@ class HeldStreams:
         )
 
     def report(self) -> Delivery:
-        answer = self._ask({"op": "report"})
+        answer = self.ask("report")
         return Delivery(**answer)
 
     def close(self) -> int:
-        closed: int = self._ask({"op": "close"})["closed"]
+        closed: int = self.ask("close")["closed"]
         return closed
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pipe is not None:
-            with contextlib.suppress(OSError):
-                self._pipe.send({"op": "exit"})
-        if self._process is not None:
-            self._process.join(10)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
-        if self._pipe is not None:
-            self._pipe.close()
 
 
 def sse_request(path: str, port: int, headers: dict[str, str] | None = None) -> bytes:

@@ -99,9 +99,13 @@ class BenchBroker:
         assert self.info is not None
         return self.info.bootstrap
 
-    def sample(self) -> ProcessSample:
+    @property
+    def pid(self) -> int:
         assert self.info is not None
-        return sample(self.info.pid)
+        return self.info.pid
+
+    def sample(self) -> ProcessSample:
+        return sample(self.pid)
 
     def create_topics(self, prefix: str, count: int, partitions: int = 1) -> list[str]:
         from confluent_kafka.admin import AdminClient
@@ -139,11 +143,17 @@ def write_kafka_gateway_config(
     model: str = "none",
     keyed: bool = False,
     default_offset: str | None = None,
+    sse_options: dict[str, object] | None = None,
+    metrics_port: int | None = None,
+    cache_max_bytes: int | None = None,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
     every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
     ``/{topic}/{key}`` instead: each stream filtered on the message key from its path.
-    ``default_offset`` sets every topic's ``defaultOffset`` (with no model only)."""
+    ``default_offset`` sets every topic's ``defaultOffset`` (with no model only).
+    ``sse_options`` are the sse server's ``options``; with ``metrics_port`` the gateway serves
+    its metrics in the Prometheus format at ``http://127.0.0.1:<metrics_port>/metrics``;
+    ``cache_max_bytes`` bounds the cache server's cache (``cache.max-bytes``)."""
     from ssegate_lab.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -171,6 +181,15 @@ def write_kafka_gateway_config(
             raise ValueError("default_offset goes with model 'none'")
         entries = [{"name": topic, "defaultOffset": default_offset} for topic in topics]
         server_topics = f"      topics: {json.dumps(entries)}\n"
+    sse_server_options = f"    options: {json.dumps(sse_options)}\n" if sse_options else ""
+    if cache_max_bytes is not None:
+        server_topics += f"      cache: {{max-bytes: {cache_max_bytes}}}\n"
+    telemetry = ""
+    if metrics_port is not None:
+        telemetry = (
+            "telemetry:\n  exporters:\n    metrics:\n      type: prometheus\n      options:\n"
+            f"        endpoints: [{{scheme: http, port: {metrics_port}, path: /metrics}}]\n"
+        )
     config = workdir / "zilla.yaml"
     config.write_text(
         f"""\
@@ -210,7 +229,7 @@ vaults:
   north_sse_server:
     type: sse
     kind: server
-{sse_routes}  north_sse_kafka_mapping:
+{sse_server_options}{sse_routes}  north_sse_kafka_mapping:
     type: sse-kafka
     kind: proxy
     routes:
@@ -238,7 +257,7 @@ vaults:
   south_tcp_client:
     type: tcp
     kind: client
-"""
+{telemetry}"""
     )
     return GatewayPorts(config, plain, tls)
 

@@ -1,0 +1,35 @@
+"""``ssegate bench stalled`` at a small scale against the test broker: every stalled client is
+reset and counted by the gateway, every live event is counted once."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssegate_lab.bench.stalled import run_stalled
+from ssegate_lab.broker import BrokerInfo
+from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
+
+pytestmark = pytest.mark.integration
+
+
+def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothing(
+    kafka_broker: BrokerInfo,
+) -> None:
+    result = run_stalled(
+        40, rate=400.0, live=4, duration=2.0, warmup=2.0, repeat=1, slow_client_timeout=2.0,
+        broker_info=kafka_broker,
+    )  # fmt: skip
+    [run] = result["runs"]
+    stalled = run["stalled_clients"]
+    assert stalled["connected"] == stalled["ended"] == stalled["by_reset"] == 40
+    assert stalled["within_bound"] == 40 and stalled["never_ended"] == 0
+    assert 2.0 <= stalled["end_s"]["min"] <= stalled["end_s"]["max"] <= stalled["bound_s"]
+    assert run["slow_clients_metric"] == {"time": 40.0, "total": 40.0}
+    live = run["live"]
+    assert (live["opened"], live["lost"], live["duplicates"], live["closed_early"]) == (4, 0, 0, 0)
+    assert run["verdicts"]["complete"] and run["verdicts"]["all_reset"]
+    for phase in run["phases"].values():
+        assert phase["received"] > 0 and phase["latency_ms"]["p99"] is not None
+        assert phase["load_cpu_share"] >= 0 and phase["gateway_cpu_share"] > 0
+    assert run["rss_mib"]["after"] > 0 and run["p99_ratio"] is not None
+    assert result["summary"]["runs"] == 1
