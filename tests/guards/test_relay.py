@@ -118,7 +118,7 @@ bindings:
 """
 
 ANSWER = {"content-type": "application/x-challenge-response"}
-STREAMS = 16
+STREAMS = 24
 FIRST_TTL = 10
 """Seconds the first tokens live: the challenge (30 s before ``exp``) comes at once."""
 ANSWER_TTL = 60
