@@ -8,6 +8,7 @@ HTTP/1.1 and h2. Every test uses topics of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import ssl
 import uuid
@@ -104,6 +105,7 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "random": (3, {}),
     "compacted": (1, {"cleanup.policy": "compact"}),
     "moving": (3, {}),
+    "moving-keyed": (3, {}),
     "refusals": (1, {}),
 }
 """Every topic the tests use, created before the gateway starts (the gateway then knows them)."""
@@ -354,6 +356,84 @@ def test_a_client_moves_between_two_gateways_by_its_id(
     with other_process:
         events = asyncio.run(scenario())
     assert sorted(e.data for e in events) == sorted(f"m{n}" for n in range(30))
+
+
+def test_key_filtered_streams_resume_exactly_on_another_gateway_after_kill_9(
+    gateway: Gateway,
+    kafka: Kafka,
+    kafka_broker: BrokerInfo,
+    tmp_path: Path,
+) -> None:
+    """Streams filtered on a key (``/{topic}/key/{key}``) read from one gateway process while
+    messages of every key go to every partition; the process is killed with SIGKILL mid-stream
+    and messages keep coming. Each stream reconnects to another process with the last id it
+    parsed, as a browser does, and ends up with exactly its key's messages: none lost, none
+    twice, in order per partition."""
+    topic = kafka.topics["moving-keyed"]
+    keys = [f"k{n}" for n in range(4)]
+    sent: list[tuple[int, str]] = []  # (partition, key) of message "m<n>"
+
+    def produce(count: int) -> None:
+        for _ in range(count):
+            n = len(sent)
+            sent.append((n % 3, keys[n % len(keys)]))
+            kafka.send(topic, n % 3, f"m{n}", key=keys[n % len(keys)])
+        kafka.flush()
+
+    doomed_process, doomed = start_gateway(tmp_path, kafka_broker.bootstrap)
+
+    async def drain(stream: Stream) -> None:
+        """What reached the client before its server died is the client's (a browser's
+        EventSource dispatches it all): read it to the end of the connection."""
+        with contextlib.suppress(StopAsyncIteration, httpx.HTTPError, TimeoutError):
+            await stream.read(10_000, timeout=5.0)
+
+    async def scenario() -> dict[str, list[SseEvent]]:
+        received: dict[str, list[SseEvent]] = {}
+        resume: dict[str, str] = {}
+        produce(40)
+        async with doomed.client() as client, contextlib.AsyncExitStack() as stack:
+            streams = {}
+            for key in keys:
+                path = doomed.url(f"/{topic}/key/{key}")
+                response = await stack.enter_async_context(client.stream("GET", path, headers=SSE))
+                assert response.status_code == 200, await response.aread()
+                streams[key] = Stream(response)
+            for key, stream in streams.items():
+                received[key] = await stream.read(10)  # everything so far
+            produce(40)  # live, while the streams are being read
+            for key, stream in streams.items():
+                received[key] += await stream.read(4)
+            doomed_process.process.kill()  # type: ignore[union-attr]  # SIGKILL, no drain
+            assert doomed_process.process.wait(10) == -9  # type: ignore[union-attr]
+            produce(40)  # while the streams are away
+            for key, stream in streams.items():
+                await drain(stream)
+                received[key] += stream.pending
+                resume[key] = stream.parser.last_event_id
+        async with gateway.client() as client:
+            for key in keys:
+                headers = SSE | {"last-event-id": resume[key]}
+                async with client.stream(
+                    "GET", gateway.url(f"/{topic}/key/{key}"), headers=headers
+                ) as response:
+                    assert response.status_code == 200, await response.aread()
+                    stream = Stream(response, resume[key])
+                    received[key] += await stream.read(30 - len(received[key]), timeout=20.0)
+                    with contextlib.suppress(TimeoutError):  # a duplicate would come now
+                        received[key] += await stream.read(1, timeout=1.0)
+                    received[key] += stream.pending
+        return received
+
+    with doomed_process:
+        received = asyncio.run(scenario())
+    for key in keys:
+        got = [int(event.data[1:]) for event in received[key]]
+        owed = [n for n, (_, k) in enumerate(sent) if k == key]
+        assert sorted(got) == owed, key  # none lost, none twice
+        for partition in range(3):
+            mine = [n for n in got if sent[n][0] == partition]
+            assert mine == sorted(mine), (key, partition)
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="worker processes sharing each port with SO_REUSEPORT (default: cores)",
     )
+    start.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share the ports with other ssegate processes (SO_REUSEPORT) even with one worker;"
+        " processes sharing a port pass HTTP/1.1 challenge answers to each other",
+    )
     _env_file_option(start)
     start.set_defaults(func=_start)
 
@@ -182,7 +188,7 @@ def _start(args: argparse.Namespace) -> int:
             print(f"ssegate: {binding} listening on {host}:{port}", flush=True)
         print(f"ssegate: started '{config.name}' with {args.workers} worker(s)", flush=True)
 
-    return serve(config, workers=args.workers, on_ready=ready)
+    return serve(config, workers=args.workers, reuse_port=args.reuse_port, on_ready=ready)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,8 +1,10 @@
 """Running the gateway: one event loop per process, ``--workers`` processes sharing the ports.
 
-With one worker the gateway runs in this process. With more, this process forks the workers
+With one worker the gateway runs in this process (with ``SO_REUSEPORT`` when asked, so that
+independent ``start`` processes share the ports). With more, this process forks the workers
 (each opens its own listeners with ``SO_REUSEPORT``, so the kernel spreads connections across
-them), forwards SIGINT/SIGTERM, and exits once they have drained. A worker that fails to start
+them), forwards SIGINT/SIGTERM, and exits once they have drained. Processes sharing ports pass
+HTTP/1.1 challenge answers to each other (:mod:`ssegate.guards.relay`). A worker that fails to start
 stops the others: the gateway is up whole or not at all.
 
 Every held connection is a file descriptor, so before anything listens the soft
@@ -48,12 +50,14 @@ def serve(
     config: Config,
     *,
     workers: int = 1,
+    reuse_port: bool = False,
     on_ready: Callable[[Runtime], None] | None = None,
 ) -> int:
-    """Run the gateway until SIGINT/SIGTERM; returns the process exit status."""
+    """Run the gateway until SIGINT/SIGTERM; returns the process exit status. ``reuse_port``
+    shares the ports with other gateway processes even with one worker."""
     raise_open_files_limit()
     if workers <= 1:
-        return _run_worker(config, reuse_port=False, on_ready=on_ready)
+        return _run_worker(config, reuse_port=reuse_port, on_ready=on_ready)
     return _supervise(config, workers, on_ready)
 
 

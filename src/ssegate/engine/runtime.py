@@ -5,7 +5,8 @@ in :data:`FACTORIES`, following exits from the ``tcp`` servers inwards; it is th
 :class:`~ssegate.engine.context.BuildContext` every factory is given, and checks each exit a
 factory asks for against the kind the factory declares. Guards are built the same way through
 :data:`GUARD_FACTORIES`. Then :meth:`Runtime.start` opens the listeners (with ``SO_REUSEPORT``
-when several worker processes share the ports) and the telemetry endpoints, and
+when several processes share the ports, and then the channel that carries HTTP/1.1 challenge
+answers among them, :mod:`ssegate.guards.relay`) and the telemetry endpoints, and
 :meth:`Runtime.stop` drains them.
 """
 
@@ -40,6 +41,7 @@ from ssegate.telemetry.selection import MetricSelection
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
     from ssegate.guards.guard import Guard
+    from ssegate.guards.relay import AnswerRelay
     from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")
@@ -107,6 +109,7 @@ class Runtime:
         self._guards: dict[str, Guard] = {}
         self._catalogs: CatalogSet | None = None
         self._servers: list[asyncio.AbstractServer] = []
+        self._relay: AnswerRelay | None = None
         self.addresses: list[tuple[str, str, int]] = []
         """``(binding, host, port)`` for every listener opened, with the real port."""
 
@@ -284,6 +287,29 @@ class Runtime:
                 )
             else:
                 started(component, telemetry.get("attributes"))
+        if reuse_port and self._guards:
+            self._open_relay()
+
+    def _open_relay(self) -> None:
+        """Ports shared with other processes: open the channel HTTP/1.1 challenge answers take
+        to reach the process holding their streams (:mod:`ssegate.guards.relay`)."""
+        from ssegate.guards.relay import AnswerRelay, RelayUnavailable
+
+        addresses = sorted({(host, port) for _, host, port in self.addresses})
+        try:
+            self._relay = AnswerRelay.open(addresses, self._guards, self._metrics)
+        except RelayUnavailable as exc:
+            log.warning(
+                "guard.relay_unavailable",
+                pid=os.getpid(),
+                reason=str(exc),
+                effect="an HTTP/1.1 challenge answer extends only the streams of the process"
+                " it reaches",
+            )
+            return
+        for guard in self._guards.values():
+            guard.streams.relay = self._relay
+        log.event("guard.relay_listening", path=str(self._relay.path), pid=os.getpid())
 
     def _protocol_factory(self, exit_obj: TlsTermination | ConnectionHandler) -> ProtocolFactory:
         """What a listener creates per connection: the http server's protocol, chosen by ALPN
@@ -328,6 +354,11 @@ class Runtime:
         """Stop accepting, then close what is open; returns within about ``grace`` seconds."""
         for server in self._servers:
             server.close()
+        if self._relay is not None:
+            for guard in self._guards.values():
+                guard.streams.relay = None
+            self._relay.close()
+            self._relay = None
         for built in self._built.values():
             if isinstance(built, Closable):
                 result = built.close()

@@ -20,14 +20,16 @@ role expression such as ``${method}${path}`` does not turn the answer's POST awa
 - HTTP/2: the streams of the same identity on the **same connection** (Zilla: sessions are per
   connection and identity), so one answer extends every such stream on it;
 - HTTP/1.1: the streaming connection is busy, so a browser sends the answer on another one.
-  The answer extends the HTTP/1.1 streams of this worker process with the same guard and
-  identity whose current token the fresh one supersedes (later ``exp``, roles not narrower).
-  A token of that identity could open a stream of its own, so this grants nothing new.
+  The answer extends the HTTP/1.1 streams with the same guard and identity whose current token
+  the fresh one supersedes (later ``exp``, roles not narrower): this process's, and, when the
+  ports are shared with other processes (``--workers N``, ``--reuse-port``), theirs, through
+  the :attr:`GuardedStreams.relay` (:mod:`ssegate.guards.relay`), each verifying the token
+  itself. A token of that identity could open a stream of its own, so this grants nothing new.
 
 The answer is 204 when at least one stream was extended; otherwise 403 with the reason (for
-example: the identity differs, the ``exp`` is not later, or, with several worker processes, the
-answer reached a process that does not hold the stream), so the client knows to reconnect with
-its fresh token instead of waiting to be cut off.
+example: the identity differs, the ``exp`` is not later, or no process holds a stream of that
+identity), so the client knows to reconnect with its fresh token instead of waiting to be cut
+off.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ssegate.engine.exchange import Request
@@ -49,6 +52,7 @@ from ssegate.guards.session import (
 
 if TYPE_CHECKING:
     from ssegate.guards.guard import Guard
+    from ssegate.guards.relay import AnswerRelay
 
 
 class AuthorizedSink(Protocol):
@@ -147,12 +151,31 @@ def keep_authorized(
     return authorization
 
 
+NO_CONNECTION = -1
+"""The connection of an answer that reached another process (:mod:`ssegate.guards.relay`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """What one challenge answer did to the streams of one guard in one process."""
+
+    extended: int
+    """Streams whose session it extended."""
+    held: int
+    """Streams it could have extended: same identity, and same connection (HTTP/2) or HTTP/1.1."""
+    reason: str | None
+    """Why none was extended; ``None`` when one was."""
+
+
 class GuardedStreams:
     """One guard's streams under authorization, by identity, for challenge answers."""
 
     def __init__(self, guard: str) -> None:
         self.guard = guard
         self._by_identity: dict[str, set[StreamAuthorization]] = {}
+        self.relay: AnswerRelay | None = None
+        """Where HTTP/1.1 answers also go: the other processes sharing the listening address
+        (set when the gateway's ports are shared; :mod:`ssegate.guards.relay`)."""
 
     def __len__(self) -> int:
         return sum(len(members) for members in self._by_identity.values())
@@ -167,15 +190,18 @@ class GuardedStreams:
             if not members:
                 del self._by_identity[identity]
 
-    def answer(self, fresh: Identity, *, connection_id: int, http2: bool) -> tuple[int, str | None]:
-        """Extend what ``fresh`` may extend; returns (streams extended, why none was)."""
+    def answer(self, fresh: Identity, *, connection_id: int, http2: bool) -> Answered:
+        """Extend what ``fresh`` may extend: the HTTP/2 streams of ``connection_id``, or every
+        HTTP/1.1 stream of this process (``connection_id`` :data:`NO_CONNECTION` for an answer
+        relayed from another process)."""
         candidates = [
             a
             for a in self._by_identity.get(fresh.identity, ())
             if a.connection_id == connection_id or (not http2 and not a.http2)
         ]
         if not candidates:
-            return 0, "no stream of this identity to extend on this connection"
+            where = "on this connection" if http2 else "in this process"
+            return Answered(0, 0, f"no stream of this identity to extend {where}")
         extended = 0
         refused: str | None = None
         for authorization in candidates:
@@ -188,4 +214,4 @@ class GuardedStreams:
                     authorization.schedule()
                 else:
                     refused = refused or reason
-        return extended, None if extended else refused
+        return Answered(extended, len(candidates), None if extended else refused)

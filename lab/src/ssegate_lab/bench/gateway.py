@@ -76,17 +76,22 @@ class GatewayProcess:
         config_path: Path,
         *,
         workers: int = 1,
+        reuse_port: bool = False,
         env: dict[str, str] | None = None,
         expect_listeners: int = 1,
         timeout: float = 30.0,
+        history: int = 200,
     ) -> None:
         self.config_path = config_path
         self.workers = workers
+        self.reuse_port = reuse_port
+        """``--reuse-port``: share the ports with other gateway processes."""
         self.env = {**os.environ, **(env or {})}
         self.expect_listeners = expect_listeners
         self.timeout = timeout
         self.process: subprocess.Popen[str] | None = None
-        self.output: deque[str] = deque(maxlen=200)
+        self.output: deque[str] = deque(maxlen=history)
+        """The last ``history`` lines the gateway wrote (stdout and stderr)."""
 
     def __enter__(self) -> GatewayProcess:
         self.process = subprocess.Popen(
@@ -99,6 +104,7 @@ class GatewayProcess:
                 str(self.config_path),
                 "--workers",
                 str(self.workers),
+                *(["--reuse-port"] if self.reuse_port else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

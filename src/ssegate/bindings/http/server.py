@@ -56,7 +56,8 @@ from ssegate.guards import (
     check_guarded,
 )
 from ssegate.guards.credentials import CredentialsLookup
-from ssegate.guards.streams import is_challenge_answer
+from ssegate.guards.relay import RelayedAnswer
+from ssegate.guards.streams import Answered, is_challenge_answer
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 
@@ -260,32 +261,68 @@ class HttpServer:
 
     def _answer_challenge(self, request: Request, observed: ObservedStream) -> None:
         """A challenge answer, before any route: the fresh token extends the streams its guard
-        keeps authorized (204), or the answer says why not (401/403)."""
-        extended = 0
+        keeps authorized (204), or the answer says why not (401/403). An HTTP/1.1 answer also
+        reaches the other processes sharing the listening address (:mod:`ssegate.guards.relay`)
+        and is decided once they replied."""
+        http2 = request.version == "2"
+        outcomes: list[tuple[GuardCredentials, asyncio.Future[RelayedAnswer] | Answered]] = []
         for entry in self.authorization:
             refusal = check_guarded(request.identities, {entry.name: ()}, self.guards)
             fresh = request.identities.get(entry.name)
-            if refusal is None and isinstance(fresh, Identity):
-                count, reason = entry.guard.streams.answer(
-                    fresh, connection_id=request.connection_id, http2=request.version == "2"
-                )
-                if count:
-                    extended += count
-                    continue
-                refusal = Refusal(
-                    403,
-                    entry.name,
-                    reason or "nothing to extend",
-                    "invalid_token",
-                    scheme=entry.guard.scheme,
-                )
             if refusal is not None:
                 answer_refusal(observed, refusal, binding=self.name, request=request)
                 return
+            if not isinstance(fresh, Identity):  # cannot be: check_guarded found an identity
+                continue
+            here = entry.guard.streams.answer(
+                fresh, connection_id=request.connection_id, http2=http2
+            )
+            relay = entry.guard.streams.relay
+            token = entry.lookup.find(request)
+            if http2 or relay is None or token is None:
+                outcomes.append((entry, here))
+            else:
+                outcomes.append((entry, relay.relay(entry.name, token, fresh, here)))
+        waiting = [o for _, o in outcomes if isinstance(o, asyncio.Future) and not o.done()]
+        if not waiting:
+            self._answered(request, observed, outcomes)
+            return
+
+        def replied(_: object) -> None:
+            if not observed.closed:
+                self._answer_safely(
+                    request, observed, lambda: self._answered(request, observed, outcomes)
+                )
+
+        asyncio.gather(*waiting).add_done_callback(replied)
+
+    def _answered(
+        self,
+        request: Request,
+        observed: ObservedStream,
+        outcomes: list[tuple[GuardCredentials, asyncio.Future[RelayedAnswer] | Answered]],
+    ) -> None:
+        """204 when every guard's token extended a stream somewhere, else the first refusal."""
+        extended = relayed = 0
+        for entry, outcome in outcomes:
+            done = outcome.result() if isinstance(outcome, asyncio.Future) else outcome
+            if not done.extended:
+                refusal = Refusal(
+                    403,
+                    entry.name,
+                    done.reason or "nothing to extend",
+                    "invalid_token",
+                    scheme=entry.guard.scheme,
+                )
+                answer_refusal(observed, refusal, binding=self.name, request=request)
+                return
+            extended += done.extended
+            relayed += done.relayed if isinstance(done, RelayedAnswer) else 0
         log.event(
             "guard.authorization_extended",
             binding=self.name,
             streams=extended,
+            elsewhere=relayed,
             remote=request.remote,
         )
         simple_response(observed, 204)
