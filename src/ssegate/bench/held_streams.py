@@ -16,21 +16,18 @@ between the two. ``latency_ms_sampled`` estimates them: every event of one large
 read once. A read is picked by its place in the stream, not by what it holds, so each event
 has the same chance of being measured and the estimate is unbiased.
 
-:class:`HeldStreams` runs one spawned client process (uvloop, HTTP/1.1, ``asyncio.Protocol``)
-and drives it over a pipe: :meth:`HeldStreams.open` connects a list of requests with bounded
-concurrency and returns how many were answered ``200 text/event-stream`` and how fast;
-:meth:`HeldStreams.report` returns what arrived since the last report; :meth:`HeldStreams.close`
-closes every stream (with a reset, so the server lets go at once). Client sockets are bound
-to 127.0.0.2 ... in turn.
+:class:`HeldStreams` is a spawned client process (:mod:`~ssegate.bench.client_process`;
+uvloop, HTTP/1.1, ``asyncio.Protocol``) driven over a pipe: :meth:`HeldStreams.open` connects a
+list of requests with bounded concurrency and returns how many were answered
+``200 text/event-stream`` and how fast; :meth:`HeldStreams.report` returns what arrived since
+the last report; :meth:`HeldStreams.close` closes every stream (with a reset, so the server lets
+go at once). Client sockets are bound to 127.0.0.2 ... in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
-import multiprocessing.connection
-import os
 import re
 import resource
 import socket
@@ -40,8 +37,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ssegate.bench.client_process import ClientProcess
 from ssegate.bench.latency import LatencyHistogram
-from ssegate.bench.load import raise_open_files
 
 STAMPED_JSON = re.compile(rb'"t":\s*(\d+),\s*"n":\s*(\d+)')
 EXACT_PER_READ = 8
@@ -278,6 +275,14 @@ class _Client:
             "errors": errors[:5],
         }
 
+    async def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        op = command["op"]
+        if op == "open":
+            return await self.open(command)
+        if op == "report":
+            return self.report()
+        return await self.close()
+
     def report(self) -> dict[str, Any]:
         counters, self.counters = self.counters, _Counters()
         for _, protocol in self.streams:
@@ -329,47 +334,7 @@ def _tls_context() -> ssl.SSLContext:
     return context
 
 
-async def _serve(pipe: multiprocessing.connection.Connection) -> None:
-    loop = asyncio.get_running_loop()
-    client = _Client()
-    commands: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-    def readable() -> None:
-        # The loop made the pipe non-blocking; a large command must be read whole.
-        os.set_blocking(pipe.fileno(), True)
-        while pipe.poll():
-            commands.put_nowait(pipe.recv())
-
-    loop.add_reader(pipe.fileno(), readable)
-    try:
-        while True:
-            command = await commands.get()
-            op = command["op"]
-            if op == "open":
-                pipe.send(await client.open(command))
-            elif op == "report":
-                pipe.send(client.report())
-            elif op == "close":
-                pipe.send(await client.close())
-            else:
-                await client.close()
-                return
-    finally:
-        loop.remove_reader(pipe.fileno())
-
-
-def _client_process(pipe: multiprocessing.connection.Connection, streams: int) -> None:
-    import uvloop
-
-    raise_open_files(streams + 256)
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    try:
-        asyncio.run(_serve(pipe))
-    finally:
-        pipe.close()
-
-
-class HeldStreams:
+class HeldStreams(ClientProcess):
     """A client process holding SSE streams to one ``host:port``; a context manager."""
 
     def __init__(
@@ -383,29 +348,12 @@ class HeldStreams:
         sources: int = 4,
         timeout: float = 120.0,
     ) -> None:
+        super().__init__(_Client, max_streams=max_streams, timeout=timeout)
         self.port, self.host, self.tls = port, host, tls
-        self.max_streams, self.concurrency, self.sources = max_streams, concurrency, sources
-        self.timeout = timeout
-        self._pipe: multiprocessing.connection.Connection | None = None
-        self._process: multiprocessing.process.BaseProcess | None = None
-
-    def __enter__(self) -> HeldStreams:
-        context = multiprocessing.get_context("spawn")
-        parent_end, child_end = context.Pipe()
-        self._process = context.Process(
-            target=_client_process, args=(child_end, self.max_streams), daemon=True
-        )
-        self._process.start()
-        child_end.close()
-        self._pipe = parent_end
-        return self
+        self.concurrency, self.sources = concurrency, sources
 
     def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
-        assert self._pipe is not None
-        self._pipe.send(command)
-        if not self._pipe.poll(self.timeout):
-            raise RuntimeError(f"the stream client did not answer {command['op']!r} in time")
-        answer: dict[str, Any] = self._pipe.recv()
+        answer: dict[str, Any] = self.ask(command)
         return answer
 
     def open(self, requests: list[bytes], port: int | None = None) -> OpenResult:
@@ -437,18 +385,6 @@ class HeldStreams:
     def close(self) -> int:
         closed: int = self._ask({"op": "close"})["closed"]
         return closed
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pipe is not None:
-            with contextlib.suppress(OSError):
-                self._pipe.send({"op": "exit"})
-        if self._process is not None:
-            self._process.join(10)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
-        if self._pipe is not None:
-            self._pipe.close()
 
 
 def sse_request(path: str, port: int, headers: dict[str, str] | None = None) -> bytes:
