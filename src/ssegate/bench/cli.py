@@ -167,6 +167,21 @@ def add_bench_parser(commands: Any) -> None:
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
+    failover = scenarios.add_parser(
+        "failover",
+        help="Kafka leaders killed under N SSE clients on a 3-node cluster: gap, lost, duplicated",
+    )
+    failover.add_argument("--clients", type=int, default=1000, help="streams, a third unfiltered")
+    failover.add_argument("--rate", type=float, default=200.0, help="messages/s produced")
+    failover.add_argument("--keys", type=int, default=100, help="keys the filtered streams use")
+    failover.add_argument("--repeat", type=int, default=3, help="cases, each killing two nodes")
+    failover.add_argument("--warmup", type=float, default=5.0, help="seconds before the first kill")
+    failover.add_argument("--hold", type=float, default=5.0, help="seconds after writes resume")
+    failover.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    failover.add_argument("--heap", default="512m", help="JVM heap per Kafka node")
+    failover.add_argument("--out", type=Path, default=None)
+    failover.set_defaults(func=_failover)
+
     pipeline = scenarios.add_parser(
         "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
     )
@@ -330,6 +345,19 @@ def _keyed(args: argparse.Namespace) -> int:
     if args.plot is not None:
         results["plot"] = plot_keyed(results, args.plot)
     return _write(results, args.out)
+
+
+def _failover(args: argparse.Namespace) -> int:
+    from ssegate.bench.failover import Workload, run_failover
+
+    try:
+        load = Workload(args.clients, args.rate, args.keys, args.warmup, args.hold,
+                        workers=args.workers)  # fmt: skip
+    except ValueError as exc:
+        raise SystemExit(f"ssegate: bench failover: {exc}") from None
+    if args.repeat < 1:
+        raise SystemExit("ssegate: bench failover: --repeat must be at least 1")
+    return _write(run_failover(load, repeat=args.repeat, heap=args.heap), args.out)
 
 
 def _pipeline(args: argparse.Namespace) -> int:

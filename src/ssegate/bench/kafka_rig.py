@@ -139,11 +139,16 @@ def write_kafka_gateway_config(
     model: str = "none",
     keyed: bool = False,
     default_offset: str | None = None,
+    routes: str | None = None,
+    metrics_port: int | None = None,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
     every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
     ``/{topic}/{key}`` instead: each stream filtered on the message key from its path.
-    ``default_offset`` sets every topic's ``defaultOffset`` (with no model only)."""
+    ``routes`` replaces both: the sse-kafka proxy's routes, YAML indented to stand under its
+    ``routes:``. ``default_offset`` sets every topic's ``defaultOffset`` (with no model only).
+    ``metrics_port`` adds a Prometheus exporter serving ``/metrics`` there. Every server of a
+    cluster's comma-separated ``bootstrap`` is one of the kafka client's ``servers``."""
     from ssegate.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -171,11 +176,24 @@ def write_kafka_gateway_config(
             raise ValueError("default_offset goes with model 'none'")
         entries = [{"name": topic, "defaultOffset": default_offset} for topic in topics]
         server_topics = f"      topics: {json.dumps(entries)}\n"
+    if routes is None:
+        routes = (
+            f"      - when:\n          - path: {'/{topic}/{key}' if keyed else '/{topic}'}\n"
+            "        exit: north_kafka_cache_client\n        with:\n"
+            f"          topic: ${{params.topic}}\n{KEY_FILTER if keyed else ''}"
+        )
+    telemetry = ""
+    if metrics_port is not None:
+        telemetry = (
+            "telemetry:\n  exporters:\n    metrics:\n      type: prometheus\n      options:\n"
+            "        endpoints:\n"
+            f"          - {{scheme: http, port: {metrics_port}, path: /metrics}}\n"
+        )
     config = workdir / "zilla.yaml"
     config.write_text(
         f"""\
 name: bench-kafka
-vaults:
+{telemetry}vaults:
   server:
     type: filesystem
     options:
@@ -214,12 +232,7 @@ vaults:
     type: sse-kafka
     kind: proxy
     routes:
-      - when:
-          - path: {"/{topic}/{key}" if keyed else "/{topic}"}
-        exit: north_kafka_cache_client
-        with:
-          topic: ${{params.topic}}
-{KEY_FILTER if keyed else ""}  north_kafka_cache_client:
+{routes}  north_kafka_cache_client:
     type: kafka
     kind: cache_client
 {client_options}    exit: south_kafka_cache_server
@@ -233,7 +246,7 @@ vaults:
     type: kafka
     kind: client
     options:
-      servers: [{bootstrap}]
+      servers: {json.dumps(bootstrap.split(","))}
     exit: south_tcp_client
   south_tcp_client:
     type: tcp
