@@ -9,7 +9,7 @@ from ssegate.bench.failover_checks import (
     delivery_gap,
     totals,
 )
-from ssegate.bench.sequence_readers import StreamRecord
+from ssegate.bench.sequence_readers import StreamRecord, last_event_id
 
 SECOND = 1_000_000_000
 
@@ -106,3 +106,11 @@ def test_a_stream_that_never_read_a_message_produced_after_the_kill_has_no_gap()
                     2: [10, 11, 12, 13, 14, 15]})  # fmt: skip
 
     assert delivery_gap([stuck], source, 12 * SECOND + 1)[0] is None
+
+
+def test_the_resume_id_is_the_last_id_line_of_the_complete_events() -> None:
+    events = b'id:AQIAAg\ndata:{"p":0,"s":0}\n\nid: AQIAAw\ndata:{"p":0,"s":1}\n'
+
+    assert last_event_id(events) == "AQIAAw"
+    assert last_event_id(b'id:AQIAAg\ndata:{"p":0,"s":0}\n') == "AQIAAg"
+    assert last_event_id(b":\n") is None

@@ -171,7 +171,10 @@ def add_bench_parser(commands: Any) -> None:
         "failover",
         help="Kafka leaders killed under N SSE clients on a 3-node cluster: gap, lost, duplicated",
     )
-    failover.add_argument("--clients", type=int, default=1000, help="streams, a third unfiltered")
+    failover.add_argument("--clients", type=int, default=1000, help="streams")
+    failover.add_argument(
+        "--unfiltered", type=float, default=0.1, help="share of the streams on /events (0.1)"
+    )
     failover.add_argument("--rate", type=float, default=200.0, help="messages/s produced")
     failover.add_argument("--keys", type=int, default=100, help="keys the filtered streams use")
     failover.add_argument("--repeat", type=int, default=3, help="cases, each killing two nodes")
@@ -351,8 +354,8 @@ def _failover(args: argparse.Namespace) -> int:
     from ssegate.bench.failover import Workload, run_failover
 
     try:
-        load = Workload(args.clients, args.rate, args.keys, args.warmup, args.hold,
-                        workers=args.workers)  # fmt: skip
+        load = Workload(args.clients, args.unfiltered, args.rate, args.keys, args.warmup,
+                        args.hold, workers=args.workers)  # fmt: skip
     except ValueError as exc:
         raise SystemExit(f"ssegate: bench failover: {exc}") from None
     if args.repeat < 1:

@@ -5,8 +5,8 @@ One case, on a local cluster of 3 nodes (:class:`~ssegate.kafka.cluster.KafkaClu
 1. a fresh topic of 3 partitions, each replicated to the 3 nodes;
 2. a gateway process (tcp → http → sse → sse-kafka → kafka cache → kafka client, its
    ``servers`` every node) serving ``/events`` (every message) and ``/events/{id}`` (the
-   messages of key ``id``), and ``clients`` streams opened on it, a third unfiltered, the rest
-   spread over the keys;
+   messages of key ``id``), and ``clients`` streams opened on it, ``unfiltered`` of them (a
+   share) on ``/events``, the rest spread over the keys;
 3. a producer (``acks=all``, idempotent) writing ``rate`` messages/s, keys ``k0`` ...
    ``k<keys-1>`` in turn, key ``k<i>`` to partition ``i % 3``, each message numbered within its
    partition: ``{"p":<partition>,"s":<sequence>,"k":"k<i>"}``;
@@ -17,7 +17,8 @@ One case, on a local cluster of 3 nodes (:class:`~ssegate.kafka.cluster.KafkaClu
 5. once every stream has read what it is owed (or ``drain`` s passed), every stream is checked
    (:mod:`~ssegate.bench.failover_checks`): lost, duplicated, out of order, unexpected; each
    kill's **delivery gap** is measured; once the gateway has logged each departure
-   (``kafka.broker_left``, at its next metadata refresh), its broker metrics are scraped.
+   (``kafka.broker_left``, at its next metadata refresh), its metrics are scraped: brokers,
+   leader changes, slow clients dropped.
 
 The second node is left down at the end of a case; :func:`run_failover` restarts it before the
 next one. Every wait has a deadline: a case that cannot go on raises :class:`FailoverError`.
@@ -26,6 +27,7 @@ next one. Every wait has a deadline: a case that cannot go on raises :class:`Fai
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import tempfile
@@ -53,7 +55,8 @@ from ssegate.kafka.broker import admin_client
 from ssegate.kafka.cluster import KafkaCluster
 
 PARTITIONS = 3
-BROKER_METRICS = (
+GATEWAY_METRICS = (
+    "ssegate_sse_slow_clients_total",
     "ssegate_kafka_brokers",
     "ssegate_kafka_brokers_left_total",
     "ssegate_kafka_brokers_joined_total",
@@ -89,6 +92,8 @@ class Workload:
     """What one case runs: streams, messages/s, keys, and how long it waits where."""
 
     clients: int = 120
+    unfiltered: float = 1 / 3
+    """The share of the streams that read every message; the others filter on a key."""
     rate: float = 200.0
     keys: int = 30
     warmup: float = 3.0
@@ -103,6 +108,8 @@ class Workload:
     def __post_init__(self) -> None:
         if self.clients < 1 or self.keys < 1 or self.rate <= 0:
             raise ValueError("clients, keys and rate must be positive")
+        if not 0 <= self.unfiltered <= 1:
+            raise ValueError("the unfiltered share is between 0 and 1")
 
 
 class SequencedProducer:
@@ -192,9 +199,10 @@ class SequencedProducer:
         self.acked_sent_ns[partition] = max(self.acked_sent_ns[partition], sent)
 
 
-def stream_paths(clients: int, keys: int) -> list[str]:
-    """A third of the streams unfiltered (at least one), the rest on keys ``k0``, ``k1``, ..."""
-    plain = max(1, round(clients / 3))
+def stream_paths(clients: int, keys: int, unfiltered: float) -> list[str]:
+    """A share ``unfiltered`` of the streams (at least one) on ``/events``, the rest on keys
+    ``k0``, ``k1``, ... in turn."""
+    plain = max(1, round(clients * unfiltered))
     return ["/events"] * plain + [f"{KEYED_PREFIX}k{i % keys}" for i in range(clients - plain)]
 
 
@@ -219,7 +227,7 @@ def run_case(
 ) -> dict[str, Any]:
     """One case (see the module's description); the result holds the checks' totals, each
     stream's verdict when it is not complete, each kill's delivery gap, and the gateway's
-    broker metrics and ``kafka.broker_left`` lines."""
+    metrics and ``kafka.broker_left`` lines."""
     started = time.monotonic()
     topic = create_topic(cluster)
     metrics_port = free_port()
@@ -227,7 +235,7 @@ def run_case(
         workdir, cluster.bootstrap, [topic], routes=ROUTES.format(topic=topic),
         metrics_port=metrics_port,
     )  # fmt: skip
-    paths = stream_paths(load.clients, load.keys)
+    paths = stream_paths(load.clients, load.keys, load.unfiltered)
     with (
         GatewayProcess(ports.config, workers=load.workers, env=env) as gateway,
         SequenceReaders(ports.plain, max_streams=load.clients + 100) as readers,
@@ -283,6 +291,7 @@ def run_case(
         "gateway_metrics": metrics,
         "gateway_broker_left_lines": left_lines[:10],
         "seconds": round(time.monotonic() - started, 1),
+        "load_average": [round(load, 1) for load in os.getloadavg()],
     }
 
 
@@ -328,15 +337,15 @@ def _drain(readers: SequenceReaders, owed: int, timeout: float) -> float | None:
 
 
 def scrape(metrics_port: int) -> dict[str, float]:
-    """The gateway's broker metrics (:data:`BROKER_METRICS`), each summed over its labels."""
+    """The gateway's metrics of :data:`GATEWAY_METRICS`, each summed over its labels."""
     url = f"http://127.0.0.1:{metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    found: dict[str, float] = {}
+    found = dict.fromkeys(GATEWAY_METRICS, 0.0)  # a counter shows once it counted
     for line in text.splitlines():
         match = _METRIC_LINE.match(line)
-        if match is not None and match[1] in BROKER_METRICS:
-            found[match[1]] = found.get(match[1], 0.0) + float(match[2])
+        if match is not None and match[1] in GATEWAY_METRICS:
+            found[match[1]] += float(match[2])
     return found
 
 
@@ -367,7 +376,7 @@ def run_failover(load: Workload, *, repeat: int = 3, heap: str = "512m") -> dict
         ports = free_ports(6)
         cluster = KafkaCluster(root / "kafka", ports[:3], ports[3:], heap=heap)
         started = time.monotonic()
-        cluster.start()
+        cluster.start(timeout=180)
         results["cluster_start_s"] = round(time.monotonic() - started, 1)
         try:
             for index in range(repeat):
@@ -376,7 +385,7 @@ def run_failover(load: Workload, *, repeat: int = 3, heap: str = "512m") -> dict
                 case = run_case(cluster, workdir, load, progress=lambda s: print(s, flush=True))
                 results["cases"].append(case)
                 print(json.dumps(_brief(case)), flush=True)
-                cluster.start(timeout=90)  # the node killed last comes back for the next case
+                cluster.start(timeout=180)  # the node killed last comes back for the next case
         finally:
             cluster.stop()
     results["summary"] = summarize(results["cases"])
@@ -384,7 +393,8 @@ def run_failover(load: Workload, *, repeat: int = 3, heap: str = "512m") -> dict
 
 
 def _brief(case: dict[str, Any]) -> dict[str, Any]:
-    keep = ("clients", "produced", "lost", "duplicates", "out_of_order", "unexpected", "gap_s")
+    keep = ("clients", "produced", "lost", "duplicates", "out_of_order", "unexpected",
+            "reconnects", "gap_s")  # fmt: skip
     return {name: case[name] for name in keep}
 
 
@@ -400,6 +410,7 @@ def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
             name: sum(case[name] for case in cases)
             for name in ("produced", "lost", "duplicates", "out_of_order", "unexpected")
         },
+        "reconnects": sum(case["reconnects"] for case in cases),
         "closed_early": sum(case["closed_early"] for case in cases),
         "complete": all(case["complete"] == case["streams"] for case in cases),
     }

@@ -12,6 +12,9 @@ that:
 - **out of order**: read after a later message of the same partition;
 - **unexpected**: read, but not owed (not acknowledged, or another key's).
 
+A stream that the gateway ended and that came back with its last event id (``reconnects``) is
+complete all the same when it read everything once; one that could not come back is not.
+
 :func:`delivery_gap` measures an outage as a client sees it: from the moment a node was killed
 until the stream read the first message produced after that moment, per partition, worst over
 the unfiltered streams.
@@ -66,6 +69,7 @@ class StreamVerdict:
     duplicates: int
     out_of_order: int
     unexpected: int
+    reconnects: int
     closed_early: bool
 
     @property
@@ -94,6 +98,7 @@ def check_stream(record: StreamRecord, owed: dict[int, list[int]]) -> StreamVerd
         duplicates,
         out_of_order,
         unexpected,
+        record.reconnects,
         record.closed_early,
     )
 
@@ -119,6 +124,7 @@ def totals(verdicts: Sequence[StreamVerdict]) -> dict[str, int]:
         "duplicates": sum(v.duplicates for v in verdicts),
         "out_of_order": sum(v.out_of_order for v in verdicts),
         "unexpected": sum(v.unexpected for v in verdicts),
+        "reconnects": sum(v.reconnects for v in verdicts),
         "closed_early": sum(1 for v in verdicts if v.closed_early),
     }
 

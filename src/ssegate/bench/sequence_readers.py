@@ -5,7 +5,8 @@ The failover scenario (:mod:`ssegate.bench.failover`) produces events whose data
 client, that it got each one it was owed once and in order. So each stream here keeps, per
 partition, every sequence number it read and when (``time.monotonic_ns``, the clock the
 producer stamps with too); the checks run afterwards, in the driver, against what the producer
-had acknowledged.
+had acknowledged. A stream the gateway ends (a slow client is dropped) comes back with the
+last event id it read, as a browser's ``EventSource`` does, and counts the reconnect.
 
 :class:`SequenceReaders` is a spawned client process (:mod:`~ssegate.bench.client_process`;
 uvloop, HTTP/1.1 through httptools, ``asyncio.Protocol``) driven over a pipe:
@@ -30,6 +31,19 @@ from ssegate.bench.client_process import ClientProcess
 from ssegate.bench.held_streams import sse_request
 
 SEQUENCED = re.compile(rb'"p":(\d+),"s":(\d+)')
+RECONNECT_DELAY = 1.0
+"""Seconds before a stream the gateway ended comes back (an ``EventSource`` waits its
+``retry``, 3 s in most browsers; a shorter wait keeps the scenario short)."""
+MAX_RECONNECTS = 20
+
+
+def last_event_id(events: bytes) -> str | None:
+    """The value of the last ``id:`` line of complete events (each line ends with LF), if any."""
+    line = events.rfind(b"\nid:")
+    if line < 0 and not events.startswith(b"id:"):
+        return None
+    start = line + 4 if line >= 0 else 3
+    return events[start : events.find(b"\n", start)].strip().decode()
 
 
 @dataclass(slots=True)
@@ -39,7 +53,10 @@ class StreamRecord:
     path: str
     sequences: dict[int, array[int]] = field(default_factory=dict)
     arrivals: dict[int, array[int]] = field(default_factory=dict)
+    reconnects: int = 0
+    """Times the gateway ended the stream and it came back with its last event id."""
     closed_early: bool = False
+    """The stream ended and could not come back."""
 
     def add(self, partition: int, sequence: int, now: int) -> None:
         sequences = self.sequences.get(partition)
@@ -54,17 +71,72 @@ class StreamRecord:
         return sum(len(s) for s in self.sequences.values())
 
 
-class _SequenceStream(asyncio.Protocol):
-    """One HTTP/1.1 event stream: the request, the response head, then sequenced events."""
+class _Stream:
+    """One stream as a browser's ``EventSource`` holds it: when the gateway ends it (a slow
+    client is dropped, say), it comes back after :data:`RECONNECT_DELAY` with the last event id
+    it read, at most :data:`MAX_RECONNECTS` times."""
 
-    def __init__(self, request: bytes, answered: asyncio.Future[str], record: StreamRecord):
+    def __init__(self, path: str, port: int) -> None:
+        self.path = path
+        self.port = port
+        self.record = StreamRecord(path)
+        self.last_id = ""
+        self.transport: asyncio.BaseTransport | None = None
+        self.closing = False
+
+    async def connect(self) -> str:
+        """Open the stream (again); ``""`` once it is answered ``200``, else what went wrong."""
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[str] = loop.create_future()
+        headers = {"last-event-id": self.last_id} if self.last_id else {}
+        request = sse_request(self.path, self.port, headers)
+        try:
+            self.transport, _ = await loop.create_connection(
+                lambda: _Connection(self, request, answered), "127.0.0.1", self.port
+            )
+        except OSError as exc:
+            return f"connect: {exc}"
+        return await answered
+
+    def read(self, events: bytes) -> None:
+        """Complete events (up to a blank line): their sequence numbers, then their last id."""
+        now = time.monotonic_ns()
+        add = self.record.add
+        for match in SEQUENCED.finditer(events):
+            add(int(match[1]), int(match[2]), now)
+        self.last_id = last_event_id(events) or self.last_id
+
+    def lost(self) -> None:
+        if self.closing:
+            return
+        if self.record.reconnects >= MAX_RECONNECTS:
+            self.record.closed_early = True
+            return
+        self.record.reconnects += 1
+        asyncio.get_running_loop().call_later(
+            RECONNECT_DELAY, lambda: asyncio.ensure_future(self._come_back())
+        )
+
+    async def _come_back(self) -> None:
+        if not self.closing and await self.connect():
+            self.lost()  # not answered: try again later
+
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection of a stream: the request, the response head, then events."""
+
+    def __init__(self, stream: _Stream, request: bytes, answered: asyncio.Future[str]) -> None:
+        self._stream = stream
         self._request = request
         self._answered = answered
-        self.record = record
         self._parser = httptools.HttpResponseParser(self)
         self._tail = b""
         self._streaming = False
-        self.closing = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         cast(asyncio.Transport, transport).write(self._request)
@@ -91,14 +163,11 @@ class _SequenceStream(asyncio.Protocol):
             self._tail = buffer
             return
         self._tail = buffer[end + 2 :]
-        now = time.monotonic_ns()
-        add = self.record.add
-        for match in SEQUENCED.finditer(buffer, 0, end):
-            add(int(match[1]), int(match[2]), now)
+        self._stream.read(buffer[: end + 1])
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._streaming and not self.closing:
-            self.record.closed_early = True
+        if self._streaming:
+            self._stream.lost()
         self._settle(f"connection lost: {exc}")
 
     def _settle(self, error: str) -> None:
@@ -110,30 +179,22 @@ class _Readers:
     """The client process's streams."""
 
     def __init__(self) -> None:
-        self.streams: list[tuple[asyncio.BaseTransport, _SequenceStream]] = []
+        self.streams: list[_Stream] = []
 
     async def open(self, command: dict[str, Any]) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        port: int = command["port"]
         gate = asyncio.Semaphore(64)
         errors: list[str] = []
 
-        async def connect(path: str) -> bool:
+        async def connect(stream: _Stream) -> bool:
             async with gate:
-                answered: asyncio.Future[str] = loop.create_future()
-                stream = _SequenceStream(sse_request(path, port), answered, StreamRecord(path))
-                try:
-                    transport, _ = await loop.create_connection(lambda: stream, "127.0.0.1", port)
-                except OSError as exc:
-                    errors.append(f"connect: {exc}")
-                    return False
-                self.streams.append((transport, stream))
-                error = await answered
-                if error:
-                    errors.append(f"{path}: {error}")
-                return not error
+                error = await stream.connect()
+            if error:
+                errors.append(f"{stream.path}: {error}")
+            return not error
 
-        tasks = [asyncio.ensure_future(connect(path)) for path in command["paths"]]
+        streams = [_Stream(path, command["port"]) for path in command["paths"]]
+        self.streams += streams
+        tasks = [asyncio.ensure_future(connect(stream)) for stream in streams]
         done, pending = await asyncio.wait(tasks, timeout=command["timeout"])
         for task in pending:
             task.cancel()
@@ -145,13 +206,12 @@ class _Readers:
         if op == "open":
             return await self.open(command)
         if op == "counts":
-            return [stream.record.received for _, stream in self.streams]
-        return [stream.record for _, stream in self.streams]
+            return [stream.record.received for stream in self.streams]
+        return [stream.record for stream in self.streams]
 
     async def close(self) -> None:
-        for transport, stream in self.streams:
-            stream.closing = True
-            transport.close()
+        for stream in self.streams:
+            stream.close()
         self.streams.clear()
         await asyncio.sleep(0.05)
 
