@@ -373,9 +373,10 @@ def server_properties(node: NodeSettings) -> str:
     """The ``server.properties`` of a combined broker and controller node.
 
     A node of a cluster (``replicas`` > 1) replicates every topic to ``replicas`` nodes and
-    acknowledges an ``acks=all`` write once 2 of them have it, so one node may be down; it
-    heartbeats every second and is fenced after 6 s of silence, which moves its partitions'
-    leadership to another replica that quickly.
+    refuses ``acks=all`` writes while fewer than 2 replicas are in sync, so one node may be
+    down and nothing acknowledged is on one node only; it heartbeats every second and is fenced
+    after 6 s of silence, which moves its partitions' leadership to another replica that
+    quickly.
     """
     replicas, min_isr = str(node.replicas), str(min(2, node.replicas))
     voters = node.voters or f"{node.node_id}@127.0.0.1:{node.controller_port}"

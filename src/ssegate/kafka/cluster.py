@@ -2,8 +2,8 @@
 
 Every node is a broker and a controller at once, and the N controllers are the metadata
 quorum's voters, so a cluster of 3 goes on with any one node down: the partitions that node
-led get a new leader among their in-sync replicas, and an ``acks=all`` write needs 2 of the 3
-copies (``min.insync.replicas=2``; the settings are
+led get a new leader among their in-sync replicas, and an ``acks=all`` write needs at least 2
+in-sync copies (``min.insync.replicas=2``; the settings are
 :func:`~ssegate.kafka.broker.server_properties`'). Everything lives in the cluster's data
 directory, one single broker's layout (:mod:`ssegate.kafka.broker`) per node::
 
