@@ -11,7 +11,12 @@ it again. Everything a broker needs lives in its data directory::
     <data dir>/broker.log          the JVM's stdout and stderr (previous run: broker.log.1)
     <data dir>/broker.pid          the JVM's process id while it runs
 
-It also holds the ``ssegate kafka start|stop|status`` commands (:func:`add_kafka_parser`).
+A node of a local cluster (:mod:`ssegate_lab.cluster`) is such a broker too, with its own data
+directory, started by :func:`spawn_node` on the ``server.properties`` of its
+:class:`NodeSettings` (:func:`server_properties`).
+
+It also holds the ``ssegate kafka start|stop|status`` commands (:func:`add_kafka_parser`); with
+``--brokers N``, or on a cluster's data directory, they hand over to :mod:`ssegate_lab.cluster`.
 """
 
 from __future__ import annotations
@@ -122,6 +127,9 @@ def start_broker(
     a test broker faster on few cores, at the cost of peak throughput).
     """
     data_dir = (data_dir or default_data_dir(port)).resolve()
+    if holds_cluster(data_dir):
+        nodes = len(list(data_dir.glob("node-*/server.properties")))
+        raise BrokerError(f"{data_dir} holds a cluster of {nodes} nodes: start it with --brokers")
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / ".start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two callers starting one data dir start one broker
@@ -130,7 +138,7 @@ def start_broker(
             return _launch(port, data_dir, controller_port, heap, timeout, java_options)
     if running.bootstrap != _bootstrap(port):
         raise BrokerError(f"a broker on {data_dir} already runs at {running.bootstrap}")
-    _wait_until_answering(running, None, time.monotonic() + timeout)
+    wait_until_answering(running, None, time.monotonic() + timeout)
     return running
 
 
@@ -142,21 +150,42 @@ def _launch(
     timeout: float,
     java_options: Sequence[str],
 ) -> BrokerInfo:
-    if not _port_is_free(port):
+    if not port_is_free(port):
         raise BrokerError(f"port {port} on 127.0.0.1 is already in use by another process")
     lib = ensure_broker_jars()
     properties = data_dir / "server.properties"
     if controller_port is None:
         controller_port = _saved_controller_port(properties) or _pick_controller_port(port)
-    if controller_port == port or not _port_is_free(controller_port):
+    if controller_port == port or not port_is_free(controller_port):
         raise BrokerError(f"controller port {controller_port} on 127.0.0.1 is not free")
-    properties.write_text(_server_properties(data_dir, port, controller_port))
-    _format_storage_once(lib, data_dir, properties)
+    properties.write_text(server_properties(NodeSettings(data_dir, port, controller_port)))
+    started = time.monotonic()
+    child, info = spawn_node(lib, data_dir, heap, java_options)
+    try:
+        wait_until_answering(info, child, started + timeout)
+    except BrokerError:
+        stop_broker(data_dir)
+        raise
+    event("kafka.broker.started", bootstrap=info.bootstrap, pid=info.pid,
+          seconds=round(time.monotonic() - started, 2))  # fmt: skip
+    return info
 
+
+def spawn_node(
+    lib: Path, data_dir: Path, heap: str, java_options: Sequence[str]
+) -> tuple[subprocess.Popen[bytes], BrokerInfo]:
+    """Format ``data_dir`` once and start the JVM on its ``server.properties``, detached.
+
+    Returns at once, without waiting for the node to answer; its ``broker.pid`` is written.
+    """
+    properties = data_dir / "server.properties"
+    port = listener_port(properties, "PLAINTEXT")
+    if port is None:
+        raise BrokerError(f"{properties} names no PLAINTEXT listener")
+    _format_storage_once(lib, data_dir, properties)
     log_path = data_dir / "broker.log"
     if log_path.exists():
         log_path.replace(data_dir / "broker.log.1")
-    started = time.monotonic()
     with open(log_path, "wb") as log:
         child = subprocess.Popen(
             [*_java(lib, heap), *java_options, "kafka.Kafka", str(properties)],
@@ -168,22 +197,17 @@ def _launch(
         )
     _children[child.pid] = child
     (data_dir / "broker.pid").write_text(f"{child.pid}\n")
-    info = BrokerInfo(_bootstrap(port), child.pid, data_dir, log_path)
-    try:
-        _wait_until_answering(info, child, started + timeout)
-    except BrokerError:
-        stop_broker(data_dir)
-        raise
-    event("kafka.broker.started", bootstrap=info.bootstrap, pid=info.pid,
-          seconds=round(time.monotonic() - started, 2))  # fmt: skip
-    return info
+    return child, BrokerInfo(_bootstrap(port), child.pid, data_dir, log_path)
 
 
-def stop_broker(target: Path | int | None = None, *, timeout: float = STOP_TIMEOUT) -> bool:
+def stop_broker(
+    target: Path | int | None = None, *, timeout: float = STOP_TIMEOUT, kill: bool = False
+) -> bool:
     """Stop the broker of a data directory (or of a port's default data directory).
 
-    Sends SIGTERM, waits up to ``timeout`` seconds for Kafka's clean shutdown, then SIGKILL.
-    Returns False when no broker was running there.
+    Sends SIGTERM, waits up to ``timeout`` seconds for Kafka's clean shutdown, then SIGKILL;
+    with ``kill``, SIGKILL at once (a crash, as failover tests need). Returns False when no
+    broker was running there.
     """
     data_dir = _data_dir_of(target)
     pid_file = data_dir / "broker.pid"
@@ -191,8 +215,8 @@ def stop_broker(target: Path | int | None = None, *, timeout: float = STOP_TIMEO
     if info is None:
         pid_file.unlink(missing_ok=True)
         return False
-    _signal(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
+    _signal(info.pid, signal.SIGKILL if kill else signal.SIGTERM)
+    deadline = time.monotonic() + (0.0 if kill else timeout)
     while _is_broker_process(info.pid, data_dir) and time.monotonic() < deadline:
         time.sleep(0.05)
     clean = not _is_broker_process(info.pid, data_dir)
@@ -202,7 +226,7 @@ def stop_broker(target: Path | int | None = None, *, timeout: float = STOP_TIMEO
             time.sleep(0.05)
     _children.pop(info.pid, None)
     pid_file.unlink(missing_ok=True)
-    event("kafka.broker.stopped", pid=info.pid, data_dir=data_dir, clean=clean)
+    event("kafka.broker.stopped", pid=info.pid, data_dir=data_dir, clean=clean and not kill)
     return True
 
 
@@ -211,7 +235,7 @@ def broker_status(target: Path | int | None = None) -> BrokerInfo | None:
     data_dir = _data_dir_of(target)
     try:
         pid = int((data_dir / "broker.pid").read_text().strip())
-        port = _listener_port(data_dir / "server.properties", "PLAINTEXT")
+        port = listener_port(data_dir / "server.properties", "PLAINTEXT")
     except (OSError, ValueError):
         return None
     if port is None or not _is_broker_process(pid, data_dir):
@@ -223,29 +247,48 @@ def add_kafka_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     """Register ``kafka start|stop|status``; each sets ``func`` to a handler returning a status."""
     kafka = subparsers.add_parser(
         "kafka",
-        help="run the local Kafka broker",
-        description=f"A single-node Apache Kafka {KAFKA_VERSION} broker (KRaft) on 127.0.0.1,"
-        " running detached until `ssegate kafka stop`.",
+        help="run the local Kafka broker or cluster",
+        description=f"A single-node Apache Kafka {KAFKA_VERSION} broker (KRaft) on 127.0.0.1, or"
+        " a cluster of N nodes (--brokers N), running detached until `ssegate kafka stop`.",
     )
     commands = kafka.add_subparsers(title="commands", metavar="COMMAND", required=True)
     start = commands.add_parser("start", help="start the broker and print its bootstrap address")
     _add_location_arguments(start)
     start.add_argument(
+        "--brokers",
+        type=_node_count,
+        default=1,
+        metavar="N",
+        help="nodes (default: 1); N > 1 starts a cluster on client ports PORT ... PORT+N-1,"
+        " each node a broker and a controller, every topic replicated N times",
+    )
+    start.add_argument(
         "--controller-port",
         type=int,
         metavar="PORT",
-        help="KRaft controller port (default: the saved one, else PORT+1)",
+        help="KRaft controller port, the first one of a cluster (default: the saved one, else"
+        " PORT+1, or PORT+N for a cluster)",
     )
-    start.add_argument("--heap", default="512m", help="JVM maximum heap (default: 512m)")
+    start.add_argument("--heap", default="512m", help="JVM maximum heap per node (default: 512m)")
     start.add_argument("--timeout", type=float, default=90.0, metavar="SECONDS",
                        help="how long to wait for the broker to answer (default: 90)")  # fmt: skip
     start.set_defaults(func=_start_command)
-    stop = commands.add_parser("stop", help="stop the broker (SIGTERM, SIGKILL after 30 s)")
+    stop = commands.add_parser(
+        "stop", help="stop the broker or every node (SIGTERM, SIGKILL after 30 s)"
+    )
     _add_location_arguments(stop)
     stop.set_defaults(func=_stop_command)
-    status = commands.add_parser("status", help="say whether the broker runs (exit 0) or not (1)")
+    status = commands.add_parser(
+        "status", help="say whether the broker (every node) runs (exit 0) or not (1)"
+    )
     _add_location_arguments(status)
     status.set_defaults(func=_status_command)
+
+
+def _node_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a node count (1 or more)")
+    return int(text)
 
 
 def cli_kafka(argv: Sequence[str]) -> int:
@@ -270,6 +313,11 @@ def _add_location_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _start_command(args: argparse.Namespace) -> int:
+    data_dir = args.data_dir or default_data_dir(args.port)
+    if args.brokers > 1 or holds_cluster(data_dir):
+        from ssegate_lab.cluster import start_command
+
+        return start_command(args)
     try:
         info = start_broker(args.port, args.data_dir, controller_port=args.controller_port,
                             heap=args.heap, timeout=args.timeout)  # fmt: skip
@@ -282,13 +330,22 @@ def _start_command(args: argparse.Namespace) -> int:
 
 def _stop_command(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or default_data_dir(args.port)
+    if holds_cluster(data_dir):
+        from ssegate_lab.cluster import KafkaCluster, stop_command
+
+        return stop_command(KafkaCluster.saved(data_dir))
     stopped = stop_broker(data_dir)
     print(f"{'stopped' if stopped else 'no broker was running on'} {data_dir}")
     return 0
 
 
 def _status_command(args: argparse.Namespace) -> int:
-    info = broker_status(args.data_dir or default_data_dir(args.port))
+    data_dir = args.data_dir or default_data_dir(args.port)
+    if holds_cluster(data_dir):
+        from ssegate_lab.cluster import KafkaCluster, status_command
+
+        return status_command(KafkaCluster.saved(data_dir))
+    info = broker_status(data_dir)
     if info is None:
         print("not running")
         return 1
@@ -300,6 +357,12 @@ def _data_dir_of(target: Path | int | None) -> Path:
     if isinstance(target, int):
         return default_data_dir(target).resolve()
     return (target or default_data_dir(DEFAULT_PORT)).resolve()
+
+
+def holds_cluster(data_dir: Path) -> bool:
+    """Whether ``data_dir`` is a cluster's (:mod:`ssegate_lab.cluster`): a ``node-<id>``
+    directory per node, rather than one broker's state."""
+    return any(data_dir.glob("node-*/server.properties"))
 
 
 def _bootstrap(port: int) -> str:
@@ -319,33 +382,69 @@ def _java(lib: Path, heap: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+@dataclass(frozen=True)
+class NodeSettings:
+    """What one KRaft node's ``server.properties`` say: a single broker by default."""
+
+    data_dir: Path
+    port: int
+    controller_port: int
+    node_id: int = 1
+    voters: str = ""
+    """``controller.quorum.voters``; empty: this node alone."""
+    replicas: int = 1
+    """The cluster's size: the replication factor of new and internal topics."""
+
+
+def server_properties(node: NodeSettings) -> str:
+    """The ``server.properties`` of a combined broker and controller node.
+
+    A node of a cluster (``replicas`` > 1) replicates every topic to ``replicas`` nodes and
+    refuses ``acks=all`` writes while fewer than 2 replicas are in sync, so one node may be
+    down and nothing acknowledged is on one node only; it heartbeats every second and is fenced
+    after 6 s of silence, which moves its partitions' leadership to another replica that
+    quickly.
+    """
+    replicas, min_isr = str(node.replicas), str(min(2, node.replicas))
+    voters = node.voters or f"{node.node_id}@127.0.0.1:{node.controller_port}"
     settings = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+        f"CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
-        "log.dirs": str(data_dir / "logs"),
+        "log.dirs": str(node.data_dir / "logs"),
         "num.network.threads": "2",
         "num.io.threads": "2",
         "num.partitions": "1",
         "auto.create.topics.enable": "true",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
+        "default.replication.factor": replicas,
+        "min.insync.replicas": min_isr,
         "offsets.topic.num.partitions": "1",
-        "offsets.topic.replication.factor": "1",
+        "offsets.topic.replication.factor": replicas,
         "transaction.state.log.num.partitions": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
         "share.coordinator.state.topic.num.partitions": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": "0",
     }
+    if node.replicas > 1:
+        settings.update(
+            {
+                "unclean.leader.election.enable": "false",
+                "broker.heartbeat.interval.ms": "1000",
+                "broker.session.timeout.ms": "6000",
+                "num.replica.fetchers": "1",
+                "background.threads": "2",
+                "log.cleaner.threads": "1",
+            }
+        )
     lines = [f"{key}={value}" for key, value in settings.items()]
     return "# Written by ssegate on every start; edits are overwritten.\n" + "\n".join(lines) + "\n"
 
@@ -355,17 +454,18 @@ def _format_storage_once(lib: Path, data_dir: Path, properties: Path) -> None:
         return
     id_file = data_dir / "cluster.id"
     if not id_file.is_file():
-        id_file.write_text(_new_cluster_id() + "\n")
+        id_file.write_text(new_cluster_id() + "\n")
     cluster_id = id_file.read_text().strip()
-    command = [*_java(lib, "256m"), "kafka.tools.StorageTool", "format", "-t", cluster_id,
-               "-c", str(properties), "--ignore-formatted"]  # fmt: skip
+    # a one-shot tool: the C1 compiler alone starts it sooner and takes less of the cores
+    command = [*_java(lib, "256m"), "-XX:TieredStopAtLevel=1", "kafka.tools.StorageTool",
+               "format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         tail = tail_lines((done.stdout + done.stderr).splitlines())
         raise BrokerError(f"formatting Kafka storage in {data_dir} failed:\n{tail}")
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, no leading '-'."""
     while True:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -373,7 +473,7 @@ def _new_cluster_id() -> str:
             return text
 
 
-def _wait_until_answering(
+def wait_until_answering(
     info: BrokerInfo, child: subprocess.Popen[bytes] | None, deadline: float
 ) -> None:
     host, port = info.bootstrap.split(":")
@@ -381,35 +481,40 @@ def _wait_until_answering(
         if child is not None and child.poll() is not None:
             raise BrokerError(
                 f"the Kafka broker exited with status {child.returncode} while starting;"
-                f" last lines of {info.log_path}:\n{_log_tail(info.log_path)}"
+                f" last lines of {info.log_path}:\n{log_tail(info.log_path)}"
             )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise BrokerError(
                 f"the Kafka broker at {info.bootstrap} did not answer in time;"
-                f" last lines of {info.log_path}:\n{_log_tail(info.log_path)}"
+                f" last lines of {info.log_path}:\n{log_tail(info.log_path)}"
             )
-        if not _port_is_free(int(port), host) and _answers_metadata(info.bootstrap, remaining):
+        if not port_is_free(int(port), host) and _answers_metadata(info.bootstrap, remaining):
             return
         time.sleep(0.1)
 
 
+def admin_client(bootstrap: str) -> AdminClient:
+    """An admin client that keeps librdkafka's refused-connection lines off stderr."""
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}, logger=_client_log)
+
+
 def _answers_metadata(bootstrap: str, within: float) -> bool:
-    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}, logger=_client_log)
+    client = admin_client(bootstrap)
     try:
         return bool(client.list_topics(timeout=max(0.5, min(within, 5.0))).brokers)
     except Exception:  # KafkaException while the broker is still booting
         return False
 
 
-def _port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         return probe.connect_ex((host, port)) != 0
 
 
 def _pick_controller_port(port: int) -> int:
-    if port < 65535 and _port_is_free(port + 1):
+    if port < 65535 and port_is_free(port + 1):
         return port + 1
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as spare:
         spare.bind(("127.0.0.1", 0))
@@ -417,10 +522,10 @@ def _pick_controller_port(port: int) -> int:
 
 
 def _saved_controller_port(properties: Path) -> int | None:
-    return _listener_port(properties, "CONTROLLER")
+    return listener_port(properties, "CONTROLLER")
 
 
-def _listener_port(properties: Path, name: str) -> int | None:
+def listener_port(properties: Path, name: str) -> int | None:
     try:
         text = properties.read_text()
     except OSError:
@@ -451,7 +556,7 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
-def _log_tail(path: Path) -> str:
+def log_tail(path: Path) -> str:
     try:
         return tail_lines(path.read_text(errors="replace").splitlines())
     except OSError:

@@ -218,6 +218,24 @@ def add_bench_parser(commands: Any) -> None:
     stalled.add_argument("--out", type=Path, default=None)
     stalled.set_defaults(func=_stalled)
 
+    failover = scenarios.add_parser(
+        "failover",
+        help="Kafka leaders killed under N SSE clients on a 3-node cluster: gap, lost, duplicated",
+    )
+    failover.add_argument("--clients", type=int, default=1000, help="streams")
+    failover.add_argument(
+        "--unfiltered", type=float, default=0.1, help="share of the streams on /events (0.1)"
+    )
+    failover.add_argument("--rate", type=float, default=200.0, help="messages/s produced")
+    failover.add_argument("--keys", type=int, default=100, help="keys the filtered streams use")
+    failover.add_argument("--repeat", type=int, default=3, help="cases, each killing two nodes")
+    failover.add_argument("--warmup", type=float, default=5.0, help="seconds before the first kill")
+    failover.add_argument("--hold", type=float, default=5.0, help="seconds after writes resume")
+    failover.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    failover.add_argument("--heap", default="512m", help="JVM heap per Kafka node")
+    failover.add_argument("--out", type=Path, default=None)
+    failover.set_defaults(func=_failover)
+
     pipeline = scenarios.add_parser(
         "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
     )
@@ -410,6 +428,19 @@ def _stalled(args: argparse.Namespace) -> int:
         for name in ("stalled", "rate", "live", "duration", "size", "warmup", "repeat")
     )
     return _write(results, args.out)
+
+
+def _failover(args: argparse.Namespace) -> int:
+    from ssegate_lab.bench.failover import Workload, run_failover
+
+    try:
+        load = Workload(args.clients, args.unfiltered, args.rate, args.keys, args.warmup,
+                        args.hold, workers=args.workers)  # fmt: skip
+    except ValueError as exc:
+        raise SystemExit(f"ssegate: bench failover: {exc}") from None
+    if args.repeat < 1:
+        raise SystemExit("ssegate: bench failover: --repeat must be at least 1")
+    return _write(run_failover(load, repeat=args.repeat, heap=args.heap), args.out)
 
 
 def _pipeline(args: argparse.Namespace) -> int:

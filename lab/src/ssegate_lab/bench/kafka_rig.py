@@ -146,14 +146,17 @@ def write_kafka_gateway_config(
     sse_options: dict[str, object] | None = None,
     metrics_port: int | None = None,
     cache_max_bytes: int | None = None,
+    routes: str | None = None,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
     every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
     ``/{topic}/{key}`` instead: each stream filtered on the message key from its path.
-    ``default_offset`` sets every topic's ``defaultOffset`` (with no model only).
+    ``routes`` replaces both: the sse-kafka proxy's routes, YAML indented to stand under its
+    ``routes:``. ``default_offset`` sets every topic's ``defaultOffset`` (with no model only).
     ``sse_options`` are the sse server's ``options``; with ``metrics_port`` the gateway serves
     its metrics in the Prometheus format at ``http://127.0.0.1:<metrics_port>/metrics``;
-    ``cache_max_bytes`` bounds the cache server's cache (``cache.max-bytes``)."""
+    ``cache_max_bytes`` bounds the cache server's cache (``cache.max-bytes``). Every server of a
+    cluster's comma-separated ``bootstrap`` is one of the kafka client's ``servers``."""
     from ssegate_lab.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -184,6 +187,12 @@ def write_kafka_gateway_config(
     sse_server_options = f"    options: {json.dumps(sse_options)}\n" if sse_options else ""
     if cache_max_bytes is not None:
         server_topics += f"      cache: {{max-bytes: {cache_max_bytes}}}\n"
+    if routes is None:
+        routes = (
+            f"      - when:\n          - path: {'/{topic}/{key}' if keyed else '/{topic}'}\n"
+            "        exit: north_kafka_cache_client\n        with:\n"
+            f"          topic: ${{params.topic}}\n{KEY_FILTER if keyed else ''}"
+        )
     telemetry = ""
     if metrics_port is not None:
         telemetry = (
@@ -194,7 +203,7 @@ def write_kafka_gateway_config(
     config.write_text(
         f"""\
 name: bench-kafka
-vaults:
+{telemetry}vaults:
   server:
     type: filesystem
     options:
@@ -233,12 +242,7 @@ vaults:
     type: sse-kafka
     kind: proxy
     routes:
-      - when:
-          - path: {"/{topic}/{key}" if keyed else "/{topic}"}
-        exit: north_kafka_cache_client
-        with:
-          topic: ${{params.topic}}
-{KEY_FILTER if keyed else ""}  north_kafka_cache_client:
+{routes}  north_kafka_cache_client:
     type: kafka
     kind: cache_client
 {client_options}    exit: south_kafka_cache_server
@@ -252,12 +256,12 @@ vaults:
     type: kafka
     kind: client
     options:
-      servers: [{bootstrap}]
+      servers: {json.dumps(bootstrap.split(","))}
     exit: south_tcp_client
   south_tcp_client:
     type: tcp
     kind: client
-{telemetry}"""
+"""
     )
     return GatewayPorts(config, plain, tls)
 

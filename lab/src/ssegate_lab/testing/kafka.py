@@ -7,6 +7,8 @@ Test suites that need Kafka register the session fixture in their ``conftest.py`
 and take ``kafka_broker`` (a :class:`~ssegate_lab.broker.BrokerInfo`) as an argument; its
 ``bootstrap`` is what clients connect to. :func:`running_broker` is the same thing as a context
 manager, for a test that needs a broker of its own (to stop or restart it, say).
+:func:`running_cluster` starts a cluster of 3 nodes on free ports
+(:class:`~ssegate_lab.cluster.KafkaCluster`: ``kill``, ``start_node``, ``leader_of``, ...).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from ssegate.engine.runtime import free_ports
 from ssegate_lab.broker import BrokerInfo, start_broker, stop_broker
+from ssegate_lab.cluster import KafkaCluster
 from ssegate_lab.testing.tools import prepared
 
 
@@ -48,6 +52,24 @@ def running_broker(data_dir: Path, *, timeout: float = 90) -> Iterator[BrokerInf
         yield info
     finally:
         stop_broker(data_dir)
+
+
+@contextmanager
+def running_cluster(
+    data_dir: Path, *, brokers: int = 3, timeout: float = 120
+) -> Iterator[KafkaCluster]:
+    """Start a cluster of ``brokers`` nodes on free ports with state in ``data_dir``; stop
+    every node when the block ends."""
+    prepared("kafka")
+    ports = free_ports(2 * brokers)
+    cluster = KafkaCluster(
+        data_dir, ports[:brokers], ports[brokers:], java_options=TEST_JAVA_OPTIONS
+    )
+    try:
+        cluster.start(timeout)
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

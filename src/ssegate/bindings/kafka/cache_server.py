@@ -26,15 +26,19 @@ Design:
   is reported with ``on_reset`` and served from the log start.
 - **Broker outages** leave every subscription open: subscribers get ``on_status(False, reason)``,
   librdkafka reconnects with backoff, the consumers keep their positions, and delivery resumes
-  where it stopped after ``on_status(True)``.
+  where it stopped after ``on_status(True)``. In a cluster, a node that goes away is only
+  logged and counted (``kafka.broker_left``, ``kafka.leader_changed``): the fetch follows each
+  partition it led to the new leader, from where it was, and subscribers see a pause.
 - **Invalid messages** (a topic's ``key``/``value`` model refuses them; the check runs in the
   thread) are skipped for every subscriber, logged, counted, and progress moves past them.
 
 Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.cache.bytes``,
 ``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
 ``ssegate.kafka.invalid_messages``, ``ssegate.kafka.fetch.assignments``,
-``ssegate.kafka.resets``, ``ssegate.kafka.fetch.stalls``; ``ssegate.kafka.broker.available``
-(1 or 0);
+``ssegate.kafka.resets``, ``ssegate.kafka.fetch.stalls``, ``ssegate.kafka.leader_changes``;
+``ssegate.kafka.broker.available`` (1 or 0: whether any broker answers);
+``ssegate.kafka.brokers`` (the brokers the cluster's latest metadata lists) with the counters
+``ssegate.kafka.brokers.left`` and ``ssegate.kafka.brokers.joined``;
 ``ssegate.kafka.fetch.batches_joined`` (batches that waited for a busy loop and went out with
 an earlier one); the histogram ``ssegate.kafka.fanout.lag``: seconds from a live batch's oldest
 record timestamp (the producer's clock, or the broker's with ``LogAppendTime``) until the batch
@@ -56,6 +60,7 @@ from ssegate.bindings.kafka.fetch_events import (
     CatchUp,
     CatchUpAtEnd,
     CatchUpReset,
+    ClusterChanged,
     EndCatchUp,
     Event,
     Fetched,
@@ -143,6 +148,7 @@ class KafkaCacheServer:
         self._warned_missing: set[str] = set()
         self._available = True
         self._reason = ""
+        self._brokers = 0
         self._closed = False
         self.metrics.gauge("ssegate.kafka.broker.available", name, 1.0)
 
@@ -314,6 +320,8 @@ class KafkaCacheServer:
                 self._feeds[event.topic].on_catch_up_at_end(event)
             elif isinstance(event, BrokerStatus):
                 self._on_status(event)
+            elif isinstance(event, ClusterChanged):
+                self._on_cluster(event)
             elif isinstance(event, TopicsListed):
                 self._known_topics = event.names
                 self._evict_idle()
@@ -343,6 +351,30 @@ class KafkaCacheServer:
                         servers=",".join(self.client.servers))  # fmt: skip
         for feed in self._feeds.values():
             feed.on_status(event.available, event.reason)
+
+    def _on_cluster(self, event: ClusterChanged) -> None:
+        """Brokers that left or joined the cluster, partitions whose leader moved."""
+        metrics, name = self.metrics, self.name
+        metrics.gauge("ssegate.kafka.brokers", name, float(len(event.brokers) - self._brokers))
+        self._brokers = len(event.brokers)
+        brokers = ",".join(f"{node}@{address}" for node, address in sorted(event.brokers.items()))
+        if event.first:
+            metrics.inc("ssegate.kafka.brokers.left", name, 0.0)
+            metrics.inc("ssegate.kafka.brokers.joined", name, 0.0)
+            log.event("kafka.cluster", binding=name, brokers=brokers)
+        for node, address in sorted(event.left.items()):
+            metrics.inc("ssegate.kafka.brokers.left", name)
+            log.warning("kafka.broker_left", binding=name, broker=node, address=address,
+                        brokers=brokers)  # fmt: skip
+        for node, address in sorted(event.joined.items()):
+            metrics.inc("ssegate.kafka.brokers.joined", name)
+            log.event("kafka.broker_joined", binding=name, broker=node, address=address,
+                      brokers=brokers)  # fmt: skip
+        for move in event.moves:
+            metrics.inc("ssegate.kafka.leader_changes", name, topic=move.topic)
+            log.event("kafka.leader_changed", binding=name, topic=move.topic,
+                      partition=move.partition, leader=move.leader,
+                      previous=move.previous)  # fmt: skip
 
     def _evict_idle(self) -> None:
         for topic, feed in self._feeds.items():

@@ -3,7 +3,8 @@
 Commands go from the loop to the thread (:class:`StartTopic`, :class:`CatchUp`,
 :class:`EndCatchUp`); events come back, in the order they happened, as one list per hand-over
 (:class:`TopicStarted`, :class:`PartitionsAdded`, :class:`Fetched`, :class:`CatchUpReset`,
-:class:`CatchUpAtEnd`, :class:`BrokerStatus`, :class:`TopicsListed`, :class:`TopicMissing`).
+:class:`CatchUpAtEnd`, :class:`BrokerStatus`, :class:`ClusterChanged`, :class:`TopicsListed`,
+:class:`TopicMissing`).
 """
 
 from __future__ import annotations
@@ -114,6 +115,29 @@ class BrokerStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderMoved:
+    topic: str
+    partition: int
+    previous: int
+    leader: int
+    """The node id now leading the partition, -1 while it has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterChanged:
+    """A metadata answer differed from the one before: brokers left or joined the cluster
+    (a node that stops heartbeating is fenced, and the cluster lists it no more), or partitions
+    of started topics changed leader. The first answer is reported with ``first``."""
+
+    brokers: Mapping[int, str]
+    """Node id → ``host:port`` of every broker the cluster lists now."""
+    left: Mapping[int, str] = field(default_factory=dict)
+    joined: Mapping[int, str] = field(default_factory=dict)
+    moves: tuple[LeaderMoved, ...] = ()
+    first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TopicsListed:
     names: frozenset[str]
 
@@ -126,5 +150,6 @@ Event = (
     | CatchUpReset
     | CatchUpAtEnd
     | BrokerStatus
+    | ClusterChanged
     | TopicsListed
 )

@@ -16,7 +16,10 @@ pass produced is handed over in one ``deliver`` call (:class:`~.handover.Handove
 
 The broker going away is seen through librdkafka's ``error_cb`` (all brokers down) or a failing
 metadata request; it is back when a metadata request answers again. librdkafka reconnects by
-itself and the consumers keep their positions, so nothing is lost or repeated.
+itself and the consumers keep their positions, so nothing is lost or repeated. In a cluster,
+one node going away is seen in the metadata: the brokers it lists and the partitions' leaders
+(:mod:`~.cluster_view`), reported as :class:`~.fetch_events.ClusterChanged`; librdkafka
+follows a partition to its new leader by itself, from the position it had.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, untyped
     AdminClient,
+    ClusterMetadata,
     ConfigResource,
 )
 
 from ssegate.bindings.kafka.client import KafkaClient
+from ssegate.bindings.kafka.cluster_view import ClusterView
 from ssegate.bindings.kafka.fetch_events import (
     BrokerStatus,
     CatchUp,
@@ -92,6 +97,7 @@ class FetchThread:
         self._topics: dict[str, StartTopic] = {}
         self._waiting: dict[str, StartTopic] = {}
         self._partitions: dict[str, int] = {}
+        self._view: ClusterView | None = None
         self._catch_up_next: dict[tuple[str, int], int] = {}
         self._catch_up_ticket: dict[tuple[str, int], int] = {}
         self._fetch: Consumer | None = None
@@ -246,6 +252,7 @@ class FetchThread:
             return
         self._set_available(True)
         self._pending.append(TopicsListed(frozenset(metadata.topics)))
+        self._watch_cluster(metadata)
         for command in list(self._waiting.values()):
             if command.topic in metadata.topics:
                 self._start_topic(command)
@@ -262,6 +269,20 @@ class FetchThread:
             self.assignments += len(starts)
             self._partitions[topic] = known + len(added)
             self._pending.append(PartitionsAdded(topic, starts))
+
+    def _watch_cluster(self, metadata: ClusterMetadata) -> None:
+        leaders = {
+            (topic, partition): int(state.leader)
+            for topic in self._partitions
+            if (found := metadata.topics.get(topic)) is not None
+            for partition, state in found.partitions.items()
+        }
+        brokers = {node: f"{b.host}:{b.port}" for node, b in metadata.brokers.items()}
+        view = ClusterView(brokers, leaders)
+        change = view.changes_since(self._view)
+        self._view = view
+        if change is not None:
+            self._pending.append(change)
 
     def _start_catch_up(self, command: CatchUp) -> None:
         if self._catch_up is None:

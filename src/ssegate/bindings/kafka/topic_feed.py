@@ -282,13 +282,18 @@ class TopicFeed:
             self._on_catch_up(feed, batch)
             return
         cache = feed.cache
-        evicted = cache.append(batch.messages, self.hooks.now())
+        # What was handed over already is not handed over again: a fetch that went back (its
+        # consumer reset after an unclean leader election, say) repeats offsets.
+        messages = _from_offset(batch.messages, cache.next_offset)
+        if len(messages) < len(batch.messages):
+            log.warning("kafka.fetch_repeated", topic=self.topic, partition=batch.partition,
+                        offset=batch.messages[0].offset, expected=cache.next_offset)  # fmt: skip
+        evicted = cache.append(messages, self.hooks.now())
         cache.skip_to(batch.next_offset)
         # Moved before anyone runs: a live subscriber never reads a position behind what it
         # was given (inside this delivery its ids carry the message's own offsets).
         self.positions.offsets[batch.partition] = cache.next_offset
         self.hooks.on_fetched(self.topic, batch, evicted.messages, evicted.bytes, feed.recount())
-        messages = batch.messages
         if messages:
             for cursor in list(feed.live):
                 self._deliver(cursor, messages)
