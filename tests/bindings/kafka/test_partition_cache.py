@@ -205,3 +205,15 @@ def test_the_index_is_counted_in_the_cache_size_and_freed_with_its_messages() ->
     assert cache.bytes > cache.payload_bytes > 0
     assert cache.evict(now=20.0).messages == 30
     assert cache.bytes == cache.payload_bytes == 0
+
+
+def test_a_key_seen_for_hours_keeps_only_the_offsets_the_cache_holds() -> None:
+    one = message_size(tagged(0, b"k"))
+    cache = PartitionCache(0, 0, max_bytes=one * 50)
+    for offset in range(20_000):
+        cache.append([tagged(offset, b"k" if offset % 3 == 0 else b"other-%d" % offset)], 0.0)
+    postings = cache._index.by_key[b"k"]
+    assert not isinstance(postings, int)
+    held = sum(1 for m in cache.read_from(cache.start_offset)[0] if m.key == b"k")
+    assert len(postings) == held
+    assert len(postings.offsets) <= 2 * held + 1  # forgotten offsets do not pile up

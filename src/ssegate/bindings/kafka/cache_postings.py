@@ -62,7 +62,9 @@ class Postings:
         head = self.head
         while head < len(offsets) and offsets[head] <= offset:
             head += 1
-        if head >= 64 and head * 2 >= len(offsets):
+        # Forgotten offsets go once they are half the list (amortised O(1) each): a key seen
+        # every few seconds for hours must not keep every offset it ever had, nor their ints.
+        if head and head * 2 >= len(offsets):
             del offsets[:head]
             head = 0
         self.head = head
