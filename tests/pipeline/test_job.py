@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.pipeline.config import Pipeline, parse_pipeline
 from ssegate.pipeline.job import start_pipeline
+from ssegate.pipeline.records import ID_HEADER
 from ssegate_lab.broker import BrokerInfo
 
 from .records import consume, produce, reading, unique
@@ -39,7 +40,12 @@ class Topics:
 
 
 def sensors(topics: Topics, checkpoint: Path, bootstrap: str) -> Pipeline:
-    document: dict[str, Any] = {
+    return parse_pipeline(sensors_document(topics, checkpoint, bootstrap))
+
+
+def sensors_document(topics: Topics, checkpoint: Path, bootstrap: str) -> dict[str, Any]:
+    """The pipeline file of :func:`sensors`, as YAML loads it."""
+    return {
         "name": "sensors-test",
         "bootstrap": bootstrap,
         "checkpoint": str(checkpoint),
@@ -76,7 +82,6 @@ def sensors(topics: Topics, checkpoint: Path, bootstrap: str) -> Pipeline:
             },
         },
     }  # fmt: skip
-    return parse_pipeline(document)
 
 
 def run_to_end(spark: SparkSession, pipeline: Pipeline) -> None:
@@ -170,3 +175,25 @@ def test_the_latest_state_per_device_ends_with_a_tombstone_for_a_silent_device(
     assert _json(latest[b"d1"]) == {"device": "d1", "temperature": 21.0}
     assert latest[b"d2"].value is None
     assert latest[b"d2"].header("tenant") == b"globex"
+
+
+def test_every_record_carries_an_id_that_the_input_alone_decides(
+    outcome: dict[str, list[KafkaMessage]],
+) -> None:
+    raw = (outcome["dead"][0].header("ssegate-topic") or b"").decode()
+
+    def ids(name: str) -> set[str]:
+        return {(m.header(ID_HEADER) or b"").decode() for m in outcome[name]}
+
+    assert ids("dead") == {f"readings.dead-letter@{raw}/0/2", f"readings.dead-letter@{raw}/0/5"}
+    assert ids("alerts") == {f"alerts@{raw}/0/4", f"alerts@{raw}/0/6"}  # the input's offsets
+    assert ids("events") == {  # window start and end (epoch ms), then the group
+        'events@1704067200000-1704067210000/["acme","d1"]',
+        'events@1704067200000-1704067210000/["globex","d2"]',
+        'events@1704067210000-1704067220000/["acme","d1"]',
+    }
+    assert ids("devices") == {  # the newest reading per device of each run, then d2's tombstone
+        f"devices@{raw}/0/3", f"devices@{raw}/0/1", f"devices@{raw}/0/4", f"devices@{raw}/0/7",
+        "devices@silent/1704067204000/d2",
+    }  # fmt: skip
+    assert all(len(outcome[name]) == len(ids(name)) for name in outcome)

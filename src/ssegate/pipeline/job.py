@@ -8,9 +8,15 @@ the watermark, emitted once per window when the watermark passes its end: output
 ``latest`` (:mod:`ssegate.pipeline.latest`, output mode update) or nothing; then the Kafka
 record: ``key``, a JSON ``value`` of the ``select`` expressions, and ``headers``.
 
-Spark's Kafka sink is at-least-once: after a crash the last micro-batch may be written again.
-Every record has a key, so a consumer that keeps the latest value per key (a compacted topic,
-the gateway's cache) ends in the same state either way.
+Spark's Kafka sink is at-least-once: after a crash, or a task retried because its executor was
+lost, part of a micro-batch may be written again. Every record therefore carries an
+``ssegate-id`` header that depends on the input alone: the sink's name and the input record's
+coordinates (:func:`~ssegate.pipeline.records.input_id`), or the window and group
+(:func:`_windowed`), or the key and time of a tombstone (:mod:`ssegate.pipeline.latest`). A
+record written twice is written under one id, which a reader skips the second time to see every
+record exactly once.
+Every record also has a key, so a consumer that keeps the latest value per key (a compacted
+topic, the gateway's cache) ends in the same state either way.
 
 :func:`start_pipeline` creates missing sink topics first (compacted when the sink says so).
 """
@@ -28,10 +34,11 @@ from ssegate.config.errors import ConfigError
 from ssegate.pipeline.config import Pipeline, Sink, Source, Window
 from ssegate.pipeline.latest import latest_per_key
 from ssegate.pipeline.records import (
-    HEADERS_TYPE,
     checked_records,
     dead_letters,
     field_names,
+    id_header,
+    input_id,
     valid_rows,
 )
 from ssegate.pipeline.topics import TopicSpec, ensure_topics
@@ -83,7 +90,7 @@ def build_outputs(
             outputs.append(
                 Output(
                     name=f"{pipeline.name}.{name}.dead-letter",
-                    records=dead_letters(checked[name]),
+                    records=dead_letters(checked[name], f"{name}.dead-letter"),
                     topic=source.dead_letter,
                     mode="append",
                     checkpoint=checkpoint / f"{name}.dead-letter",
@@ -92,7 +99,7 @@ def build_outputs(
             )
     for name, sink in pipeline.sinks.items():
         source = pipeline.sources[sink.source]
-        records, mode = _sink_records(rows[sink.source], source, sink, f"sinks.{name}")
+        records, mode = _sink_records(rows[sink.source], source, name, sink)
         outputs.append(
             Output(
                 f"{pipeline.name}.{name}",
@@ -158,73 +165,86 @@ def _start(output: Output, bootstrap: str, trigger: Trigger) -> StreamingQuery:
     return query
 
 
-def _sink_records(rows: DataFrame, source: Source, sink: Sink, path: str) -> tuple[DataFrame, str]:
+def _sink_records(rows: DataFrame, source: Source, name: str, sink: Sink) -> tuple[DataFrame, str]:
     from pyspark.sql import functions as F
 
+    path = f"sinks.{name}"
     if sink.where:
         rows = _analysed(lambda: rows.where(F.expr(sink.where or "")), f"{path}.where")
     select = dict(sink.select or {})
     if sink.window is not None:
-        rows = _windowed(rows, source, sink.window, f"{path}.window")
+        rows = _windowed(rows, source, name, sink.window, f"{path}.window")
         mode = "append"
-        fields = list(rows.columns)
+        fields = [column for column in rows.columns if column != "_id"]
     else:
         mode = "update" if sink.latest else "append"
         fields = field_names(rows)
+        rows = rows.withColumn("_id", input_id(name, F.col("_topic"), F.col("_partition"),
+                                               F.col("_offset")))  # fmt: skip
     if not select:
-        select = {name: f"`{name}`" for name in fields}
+        select = {field: f"`{field}`" for field in fields}
     value = F.to_json(
         F.struct(
             *[
-                _expr(rows, text, f"{path}.select.{name}").alias(name)
-                for name, text in select.items()
+                _expr(rows, text, f"{path}.select.{field}").alias(field)
+                for field, text in select.items()
             ]
         )
     )
     headers = [
         F.struct(
-            F.lit(name).alias("key"),
-            _expr(rows, text, f"{path}.headers.{name}").cast("string").alias("value"),
+            F.lit(header).alias("key"),
+            _expr(rows, text, f"{path}.headers.{header}").cast("string").alias("value"),
         )
-        for name, text in sink.headers.items()
+        for header, text in sink.headers.items()
     ]
     key = _expr(rows, sink.key, f"{path}.key").cast("string") if sink.key else F.lit(None)
     if sink.latest is not None:
         assert source.event_time is not None
         header_text = F.to_json(F.array(*headers)) if headers else F.lit("[]")
-        rows = latest_per_key(rows, sink.latest, source.event_time, key, value, header_text)
-        return _kafka_columns(
-            F.col("key"), F.col("value"), _headers_from_json(F.col("headers")), rows
-        ), mode
-    header_array = (
-        F.array(*[_binary_header(h) for h in headers])
-        if headers
-        else F.lit(None).cast(HEADERS_TYPE)
-    )
+        rows = latest_per_key(rows, sink.latest, source.event_time, name, key, value,
+                              header_text)  # fmt: skip
+        headers_out = F.concat(
+            _headers_from_json(F.col("headers")), F.array(id_header(F.col("id")))
+        )
+        return _kafka_columns(F.col("key"), F.col("value"), headers_out, rows), mode
+    header_array = F.array(*[_binary_header(h) for h in headers], id_header(F.col("_id")))
     return _kafka_columns(key.cast("string"), value, header_array, rows), mode
 
 
-def _windowed(rows: DataFrame, source: Source, window: Window, path: str) -> DataFrame:
-    """One row per window and group, once the watermark passes the window's end."""
+def _windowed(rows: DataFrame, source: Source, name: str, window: Window, path: str) -> DataFrame:
+    """One row per window and group, once the watermark passes the window's end.
+
+    Its id is ``<sink>@<start>-<end>/<the group's values as a JSON array>``, times in epoch ms.
+    """
     from pyspark.sql import functions as F
 
     assert source.event_time is not None
     groups = [_expr(rows, g, f"{path}.group_by") for g in window.group_by]
     aggregates = [
-        _expr(rows, text, f"{path}.aggregates.{name}").alias(name)
-        for name, text in window.aggregates.items()
+        _expr(rows, text, f"{path}.aggregates.{label}").alias(label)
+        for label, text in window.aggregates.items()
     ]
     windows = F.window(source.event_time, window.duration, window.slide).alias("_window")
-    return _analysed(
-        lambda: (
-            rows.groupBy(windows, *groups)
-            .agg(*aggregates)
-            .withColumn("window_start", F.col("_window.start"))
-            .withColumn("window_end", F.col("_window.end"))
+
+    def build() -> DataFrame:
+        grouped = rows.groupBy(windows, *groups).agg(*aggregates)
+        group_values = [
+            F.col(f"`{c}`").cast("string") for c in grouped.columns[1 : 1 + len(groups)]
+        ]
+        start, end = F.col("_window.start"), F.col("_window.end")
+        record_id = F.concat(
+            F.lit(f"{name}@"), F.unix_millis(start).cast("string"), F.lit("-"),
+            F.unix_millis(end).cast("string"), F.lit("/"), F.to_json(F.array(*group_values)),
+        )  # fmt: skip
+        return (
+            grouped.withColumn("window_start", start)
+            .withColumn("window_end", end)
+            .withColumn("_id", record_id)
             .drop("_window")
-        ),
-        path,
-    )
+        )
+
+    return _analysed(build, path)
 
 
 def _kafka_columns(key: Column, value: Column, headers: Column, rows: DataFrame) -> DataFrame:

@@ -11,6 +11,10 @@ tombstone (null value, the key's last headers) is emitted and the state dropped.
 Event time rather than processing time makes the outcome a function of the input alone: the
 same records give the same tombstones on ``local[2]``, on a cluster, and after a restart from
 the checkpoint. The cost: a silence is only noticed when other keys' records move the watermark.
+
+A key's new value has the id of the input record it comes from (of those of a micro-batch, the
+one with the newest event time, then the greatest id: the same one when the micro-batch is run
+again); a tombstone's id is ``<sink>@silent/<newest event time, epoch ms>/<key>``.
 """
 
 from __future__ import annotations
@@ -24,14 +28,21 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.streaming.state import GroupState
 
-OUTPUT_SCHEMA = "key string, value string, headers string"
+OUTPUT_SCHEMA = "key string, value string, headers string, id string"
 STATE_SCHEMA = "newest_ms long, headers string"
 
 
 def latest_per_key(
-    rows: DataFrame, latest: Latest, event_time: str, key: Column, value: Column, headers: Column
+    rows: DataFrame,
+    latest: Latest,
+    event_time: str,
+    name: str,
+    key: Column,
+    value: Column,
+    headers: Column,
 ) -> DataFrame:
-    """Rows of ``key``/``value``/``headers`` (JSON text) for the Kafka sink, in update mode."""
+    """Rows of ``key``/``value``/``headers`` (JSON text)/``id`` for the Kafka sink of sink
+    ``name``, in update mode; ``rows`` has the input record's id in ``_id``."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -40,7 +51,7 @@ def latest_per_key(
     def newest_or_tombstone(
         group: tuple[Any, ...], frames: Iterable[Any], state: GroupState
     ) -> Iterator[Any]:  # pandas.DataFrame both ways
-        yield from _newest_or_tombstone(group, frames, state, silent_ms)
+        yield from _newest_or_tombstone(group, frames, state, silent_ms, name)
 
     keyed = rows.select(
         F.col(event_time),  # carries the watermark the event-time timeout runs on
@@ -48,6 +59,7 @@ def latest_per_key(
         F.unix_millis(F.col(event_time)).alias("_event_ms"),
         value.alias("_value"),
         headers.alias("_headers"),
+        F.col("_id"),
     ).where(F.col("_group").isNotNull() & F.col("_event_ms").isNotNull())
     return keyed.groupBy("_group").applyInPandasWithState(
         newest_or_tombstone,
@@ -59,33 +71,37 @@ def latest_per_key(
 
 
 def _newest_or_tombstone(
-    group: tuple[Any, ...], frames: Iterable[Any], state: GroupState, silent_ms: int
+    group: tuple[Any, ...], frames: Iterable[Any], state: GroupState, silent_ms: int, name: str
 ) -> Iterator[Any]:
     import pandas as pd  # type: ignore[import-untyped]  # no stubs installed
 
     (key,) = group
     if state.hasTimedOut:
-        _, headers = state.get
+        newest_ms, headers = state.get
         state.remove()
-        yield pd.DataFrame({"key": [key], "value": [None], "headers": [headers]}, dtype=object)
+        tombstone = f"{name}@silent/{int(newest_ms)}/{key}"
+        yield pd.DataFrame(
+            {"key": [key], "value": [None], "headers": [headers], "id": [tombstone]}, dtype=object
+        )
         return
-    newest_ms, newest_value, newest_headers = -1, None, None
-    if state.exists:
-        newest_ms = int(state.get[0])
-    changed = False
+    newest_ms = int(state.get[0]) if state.exists else -1
+    newest: Any = None  # the row to write: the newest of this micro-batch, if not older
     for frame in frames:
         if frame.empty:
             continue
-        row = frame.loc[frame["_event_ms"].idxmax()]
-        if int(row["_event_ms"]) >= newest_ms:
-            newest_ms, newest_value, newest_headers = (
-                int(row["_event_ms"]), row["_value"], row["_headers"])  # fmt: skip
-            changed = True
-    if changed:
-        state.update((newest_ms, newest_headers))
+        row = frame.sort_values(["_event_ms", "_id"]).iloc[-1]
+        if newest is None or (row["_event_ms"], row["_id"]) > (newest["_event_ms"], newest["_id"]):
+            newest = row
+    if newest is not None and int(newest["_event_ms"]) >= newest_ms:
+        newest_ms = int(newest["_event_ms"])
+        state.update((newest_ms, newest["_headers"]))
+    else:
+        newest = None
     watermark = state.getCurrentWatermarkMs()
     state.setTimeoutTimestamp(max(newest_ms + silent_ms, watermark + 1))
-    if changed:
+    if newest is not None:
         yield pd.DataFrame(
-            {"key": [key], "value": [newest_value], "headers": [newest_headers]}, dtype=object
-        )
+            {"key": [key], "value": [newest["_value"]], "headers": [newest["_headers"]],
+             "id": [newest["_id"]]},
+            dtype=object,
+        )  # fmt: skip

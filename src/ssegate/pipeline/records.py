@@ -7,6 +7,11 @@ columns: ``_reason`` (why the record is invalid, else null) and ``_text`` (its J
 ``_key`` (string), ``_topic``, ``_partition``, ``_offset`` and ``_timestamp``, with the source's
 watermark on its ``event_time`` column. :func:`dead_letters` turns the invalid ones into Kafka
 records carrying the original key, value and headers, and headers naming why and where from.
+
+Every record a pipeline writes carries an :data:`ID_HEADER`, a function of the input alone, so
+that a record written again (Spark's Kafka sink is at-least-once) is known by its id:
+:func:`input_id` for one written from one input record, ``<query>@<source topic>/<partition>/
+<offset>``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ REASON_HEADER = "ssegate-reason"
 TOPIC_HEADER = "ssegate-topic"
 PARTITION_HEADER = "ssegate-partition"
 OFFSET_HEADER = "ssegate-offset"
+ID_HEADER = "ssegate-id"
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 _RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 
@@ -97,8 +103,22 @@ def field_names(rows: DataFrame) -> list[str]:
     return [name for name in rows.columns if not name.startswith("_")]
 
 
-def dead_letters(checked: DataFrame) -> DataFrame:
-    """The invalid records as Kafka records for the dead-letter topic."""
+def input_id(name: str, topic: Column, partition: Column, offset: Column) -> Column:
+    """``<name>@<topic>/<partition>/<offset>``: the id of what query ``name`` writes for the
+    input record at those coordinates (a topic name holds no ``/``)."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.lit(f"{name}@"), topic, F.lit("/"), partition.cast("string"), F.lit("/"),
+                    offset.cast("string"))  # fmt: skip
+
+
+def id_header(record_id: Column) -> Column:
+    """The :data:`ID_HEADER` of a Kafka record, as an element of its ``headers``."""
+    return _header(ID_HEADER, record_id)
+
+
+def dead_letters(checked: DataFrame, name: str) -> DataFrame:
+    """The invalid records as Kafka records for the dead-letter topic of query ``name``."""
     from pyspark.sql import functions as F
 
     ours = F.array(
@@ -106,6 +126,7 @@ def dead_letters(checked: DataFrame) -> DataFrame:
         _header(TOPIC_HEADER, F.col("topic")),
         _header(PARTITION_HEADER, F.col("partition").cast("string")),
         _header(OFFSET_HEADER, F.col("offset").cast("string")),
+        id_header(input_id(name, F.col("topic"), F.col("partition"), F.col("offset"))),
     )
     original = F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE))
     return checked.where(F.col("_reason").isNotNull()).select(
