@@ -6,14 +6,23 @@ resolves it from Maven Central once, for the exact version of the installed pysp
 ``./run`` does it in its setup step ``spark-connector``), and :func:`spark_session` hands those
 jars to Spark with ``spark.jars`` before the JVM starts.
 
-Python workers run the interpreter running this code, so they import the same ``ssegate``.
+Python workers run the interpreter running this code (``PYSPARK_PYTHON``, unless set). On a
+cluster (any master but ``local``) they also get this process's ``ssegate`` package as a zip
+(:func:`package_archive`, ``addPyFile``), which goes before the executors' own ``sys.path``: the
+executors run the driver's code, and need only its dependencies installed. A master on
+127.0.0.1 or localhost keeps the driver on loopback too.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import sys
+import tempfile
 import time
+import zipfile
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -81,7 +90,7 @@ def spark_session(
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master.startswith("local"):
+    if master.startswith("local") or _on_loopback(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = connector_jars()
     started = time.monotonic()
@@ -91,6 +100,30 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if not master.startswith("local"):
+        session.sparkContext.addPyFile(str(package_archive()))
     event("pipeline.spark.started", master=master, version=session.version,
           seconds=round(time.monotonic() - started, 2))  # fmt: skip
     return session
+
+
+@functools.cache
+def package_archive() -> Path:
+    """This process's ``ssegate`` package as a zip (sources and data files), made once and
+    removed when the process exits."""
+    import ssegate
+
+    package = Path(ssegate.__file__).parent
+    folder = Path(tempfile.mkdtemp(prefix="ssegate-pyfiles-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    archive_path = folder / "ssegate.zip"
+    with zipfile.ZipFile(archive_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, path.relative_to(package.parent))
+    return archive_path
+
+
+def _on_loopback(master: str) -> bool:
+    host = master.removeprefix("spark://").split(",")[0].rsplit(":", 1)[0]
+    return master.startswith("spark://") and host in ("127.0.0.1", "localhost")
