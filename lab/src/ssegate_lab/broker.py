@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import fcntl
 import logging
 import os
@@ -43,6 +42,8 @@ from confluent_kafka.admin import AdminClient
 from ssegate.cache import cache_root
 from ssegate.jars import JarsError, ensure_maven_jars, tail_lines
 from ssegate.telemetry.log import event
+from ssegate_lab import daemons
+from ssegate_lab.daemons import log_tail, port_is_free
 
 SETUP_STEP = "kafka"
 KAFKA_VERSION = "4.1.1"
@@ -94,8 +95,6 @@ def _broker_jars(cache_dir: Path | None) -> Path:
 # librdkafka reports every refused connection while the broker boots; keep that off stderr.
 _client_log = logging.Logger("ssegate.kafka.probe")
 _client_log.addHandler(logging.NullHandler())
-# Brokers started by this process, so their exit is reaped instead of lingering as zombies.
-_children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 @dataclass(frozen=True)
@@ -184,18 +183,8 @@ def spawn_node(
         raise BrokerError(f"{properties} names no PLAINTEXT listener")
     _format_storage_once(lib, data_dir, properties)
     log_path = data_dir / "broker.log"
-    if log_path.exists():
-        log_path.replace(data_dir / "broker.log.1")
-    with open(log_path, "wb") as log:
-        child = subprocess.Popen(
-            [*_java(lib, heap), *java_options, "kafka.Kafka", str(properties)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=data_dir,
-            start_new_session=True,
-        )
-    _children[child.pid] = child
+    command = [*_java(lib, heap), *java_options, "kafka.Kafka", str(properties)]
+    child = daemons.spawn(command, log_path, data_dir)
     (data_dir / "broker.pid").write_text(f"{child.pid}\n")
     return child, BrokerInfo(_bootstrap(port), child.pid, data_dir, log_path)
 
@@ -215,16 +204,8 @@ def stop_broker(
     if info is None:
         pid_file.unlink(missing_ok=True)
         return False
-    _signal(info.pid, signal.SIGKILL if kill else signal.SIGTERM)
-    deadline = time.monotonic() + (0.0 if kill else timeout)
-    while _is_broker_process(info.pid, data_dir) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    clean = not _is_broker_process(info.pid, data_dir)
-    if not clean:
-        _signal(info.pid, signal.SIGKILL)
-        while _is_broker_process(info.pid, data_dir):
-            time.sleep(0.05)
-    _children.pop(info.pid, None)
+    clean = daemons.stop(info.pid, *_broker_arguments(data_dir), timeout=0.0 if kill else timeout,
+                         signum=signal.SIGKILL if kill else signal.SIGTERM)  # fmt: skip
     pid_file.unlink(missing_ok=True)
     event("kafka.broker.stopped", pid=info.pid, data_dir=data_dir, clean=clean and not kill)
     return True
@@ -238,7 +219,7 @@ def broker_status(target: Path | int | None = None) -> BrokerInfo | None:
         port = listener_port(data_dir / "server.properties", "PLAINTEXT")
     except (OSError, ValueError):
         return None
-    if port is None or not _is_broker_process(pid, data_dir):
+    if port is None or not daemons.is_running(pid, *_broker_arguments(data_dir)):
         return None
     return BrokerInfo(_bootstrap(port), pid, data_dir, data_dir / "broker.log")
 
@@ -293,11 +274,7 @@ def _node_count(text: str) -> int:
 
 def cli_kafka(argv: Sequence[str]) -> int:
     """Run ``ssegate kafka ARGV`` and return its exit status."""
-    parser = argparse.ArgumentParser(prog="ssegate")
-    add_kafka_parser(parser.add_subparsers(required=True))
-    args = parser.parse_args(["kafka", *argv])
-    status: int = args.func(args)
-    return status
+    return daemons.run_command(add_kafka_parser, "kafka", argv)
 
 
 def _add_location_arguments(parser: argparse.ArgumentParser) -> None:
@@ -507,12 +484,6 @@ def _answers_metadata(bootstrap: str, within: float) -> bool:
         return False
 
 
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        return probe.connect_ex((host, port)) != 0
-
-
 def _pick_controller_port(port: int) -> int:
     if port < 65535 and port_is_free(port + 1):
         return port + 1
@@ -538,26 +509,6 @@ def listener_port(properties: Path, name: str) -> int | None:
     return None
 
 
-def _is_broker_process(pid: int, data_dir: Path) -> bool:
-    child = _children.get(pid)
-    if child is not None:
-        return child.poll() is None
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    expected = str(data_dir / "server.properties").encode()
-    return state != "Z" and b"kafka.Kafka" in cmdline and expected in cmdline
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
-
-
-def log_tail(path: Path) -> str:
-    try:
-        return tail_lines(path.read_text(errors="replace").splitlines())
-    except OSError:
-        return "(no log)"
+def _broker_arguments(data_dir: Path) -> tuple[str, str]:
+    """What the command line of the broker of ``data_dir`` holds."""
+    return "kafka.Kafka", str(data_dir / "server.properties")

@@ -44,13 +44,12 @@ from ssegate_lab.broker import (
     default_data_dir,
     ensure_broker_jars,
     listener_port,
-    log_tail,
     new_cluster_id,
-    port_is_free,
     server_properties,
     spawn_node,
     stop_broker,
 )
+from ssegate_lab.daemons import log_tail, port_is_free
 
 NODE_PREFIX = "node-"
 PROBE_INTERVAL = 0.2
