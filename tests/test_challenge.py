@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate.tools.token import encode_token
 from ssegate_lab.bench.gateway import GatewayProcess

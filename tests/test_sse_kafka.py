@@ -24,7 +24,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from ssegate.bindings.sse_kafka.event_id import decode_progress, progress_of_last_event_id
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.broker import BrokerInfo
 from ssegate_lab.testing.certs import make_keystore

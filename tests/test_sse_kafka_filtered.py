@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseIdOnly, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly, SseParser
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.broker import BrokerInfo
 from ssegate_lab.testing.kafka import kafka_broker as kafka_broker

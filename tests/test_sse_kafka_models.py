@@ -36,7 +36,7 @@ from google.protobuf.message_factory import GetMessageClass
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_key
 from ssegate.engine.runtime import free_port
 from ssegate.models.schemas import frame
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.broker import BrokerInfo
 from ssegate_lab.testing.kafka import kafka_broker as kafka_broker

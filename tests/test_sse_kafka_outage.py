@@ -18,7 +18,7 @@ import pytest
 from tests.test_sse_kafka import EXAMPLE, SSE, Kafka, start_gateway
 
 from ssegate.bindings.sse_kafka.event_id import decode_progress, progress_of_last_event_id
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.broker import start_broker, stop_broker
 from ssegate_lab.testing.kafka import TEST_JAVA_OPTIONS, free_port

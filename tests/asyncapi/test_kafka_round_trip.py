@@ -19,7 +19,7 @@ from confluent_kafka.cimpl import NewTopic
 from tests.asyncapi.test_round_trip import AUDIENCE, ISSUER, read_events
 
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent
+from ssegate.sse_codec.parser import SseEvent
 from ssegate.tools.token import generate_key, mint, public_jwk
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.broker import BrokerInfo

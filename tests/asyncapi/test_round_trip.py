@@ -23,7 +23,7 @@ from tests.asyncapi.official import npm_schema
 from ssegate.asyncapi.document import load_document
 from ssegate.asyncapi.model import Api, read_api
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate.tools.token import PrivateKey, generate_key, mint, public_jwk
 from ssegate_lab.bench.gateway import GatewayProcess

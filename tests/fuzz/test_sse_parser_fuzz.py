@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssegate.sse.parser import SseEvent, SseIdOnly, SseParseError, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly, SseParseError, SseParser
 
 from .profiles import FUZZ, cuts
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate_lab.bench.gateway import GatewayProcess
 

@@ -19,7 +19,7 @@ from typing import cast
 
 import httptools
 
-from ssegate.sse.encoder import encode_event
+from ssegate.sse_codec.encoder import encode_event
 
 DEFAULT_HISTORY = 1000
 

@@ -24,7 +24,7 @@ from ssegate.config.model import Binding, Component, Config
 from ssegate.engine.context import ExitKind
 from ssegate.engine.exchange import Request
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer
 

@@ -20,7 +20,7 @@ from tests.bindings.sse.test_client import (
 
 from ssegate.bindings.sse.checks import ContentCheck
 from ssegate.bindings.sse.upstream import UpstreamFanout
-from ssegate.sse.parser import SseEvent, SseIdOnly
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer
 

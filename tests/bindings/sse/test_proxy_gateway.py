@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ssegate.engine.runtime import free_port
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate_lab.bench.gateway import GatewayProcess
 
 pytestmark = pytest.mark.integration

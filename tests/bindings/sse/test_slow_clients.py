@@ -25,7 +25,7 @@ from h2.errors import ErrorCodes
 from tests.bindings.sse.test_proxy_gateway import Gateway, start_gateway
 from tests.support.deaf_clients import TCP_CLOSE, TCP_CLOSE_WAIT, DeafH2, deaf_client, tcp_state
 
-from ssegate.sse.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseParser
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.config.model import Route
 from ssegate.engine.exchange import Request
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener, TopicSubscription
-from ssegate.sse.parser import SseEvent, SseIdOnly
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 from ssegate.telemetry.metrics import Metrics
 
 from .topic_log import WireSink

@@ -19,7 +19,7 @@ from ssegate.config.errors import ConfigError
 from ssegate.config.model import Route
 from ssegate.engine.exchange import Request
 from ssegate.kafka.topics import KafkaMessage
-from ssegate.sse.parser import SseEvent, SseIdOnly
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 from ssegate.telemetry.metrics import Metrics
 
 from .topic_log import TopicLog, WireSink

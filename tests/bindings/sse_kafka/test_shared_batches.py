@@ -9,7 +9,7 @@ from ssegate.bindings.sse_kafka.event_id import EventIdFormat, encode_progress
 from ssegate.bindings.sse_kafka.filters import FilterEntry, MessageFilter
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy
 from ssegate.bindings.sse_kafka.shared import SharedBatches
-from ssegate.sse.parser import SseIdOnly
+from ssegate.sse_codec.parser import SseIdOnly
 
 from .test_proxy import proxy, route, subscribe
 from .topic_log import TopicLog, WireSink

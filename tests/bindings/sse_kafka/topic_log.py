@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from ssegate.bindings.sse.source import EventCheck
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener, UnknownTopic
 from ssegate.models.topics import ValueView
-from ssegate.sse.encoder import encode_event
-from ssegate.sse.parser import SseEvent, SseIdOnly, SseParser
+from ssegate.sse_codec.encoder import encode_event
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly, SseParser
 
 
 @dataclass

@@ -6,7 +6,7 @@ the downstream request's path without its query string (as Zilla forwards it: th
 goes in ``last-event-id``, and credentials sent as ``?access_token=`` stay at the gateway), its
 authority, ``accept: text/event-stream``, ``cache-control: no-cache`` and ``last-event-id``
 when one is known; no other downstream header is forwarded. The body is read like a browser
-reads it (:class:`~ssegate.sse.parser.SseParser`), each event is encoded once and written to
+reads it (:class:`~ssegate.sse_codec.parser.SseParser`), each event is encoded once and written to
 every downstream stream reading that upstream (:mod:`ssegate.bindings.sse.upstream`): the id
 is written only when it moved, id-only blocks are relayed as such, comments and ``retry`` are
 not relayed (the sse server writes its own).
@@ -58,7 +58,7 @@ from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import Request
-from ssegate.sse.parser import SseParseError, SseParser
+from ssegate.sse_codec.parser import SseParseError, SseParser
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

@@ -65,7 +65,7 @@ from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.guards import Guard, Identity, answer_refusal
 from ssegate.guards.guarded import Guarded
 from ssegate.guards.streams import StreamAuthorization, keep_authorized
-from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
+from ssegate.sse_codec.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

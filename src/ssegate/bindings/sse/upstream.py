@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from ssegate.bindings.sse.source import SseSink
-from ssegate.sse.encoder import encode_event
-from ssegate.sse.parser import SseEvent, SseIdOnly
+from ssegate.sse_codec.encoder import encode_event
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 
 UpstreamItem = SseEvent | SseIdOnly
 

@@ -28,7 +28,7 @@ from ssegate.bindings.sse_kafka.event_id import (
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.models.topics import ValueView
-from ssegate.sse.encoder import encode_event
+from ssegate.sse_codec.encoder import encode_event
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

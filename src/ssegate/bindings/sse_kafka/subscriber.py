@@ -62,7 +62,7 @@ from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.shared import BatchOutcome, EncodedMessages, SharedBatches
 from ssegate.kafka.topics import Interest, KafkaMessage, LivePositions, TopicSubscription
 from ssegate.models.topics import ValueView
-from ssegate.sse.encoder import timestamp_line
+from ssegate.sse_codec.encoder import timestamp_line
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

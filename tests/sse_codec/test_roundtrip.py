@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ssegate.sse.encoder import encode_comment, encode_event, encode_retry
-from ssegate.sse.parser import SseEvent, SseIdOnly, SseParser
+from ssegate.sse_codec.encoder import encode_comment, encode_event, encode_retry
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly, SseParser
 
 Item = SseEvent | SseIdOnly
 

@@ -4,8 +4,8 @@ Both are pure and synchronous; the SSE server binding encodes with the one, the 
 client parses with the other.
 """
 
-from ssegate.sse.encoder import KEEP_ALIVE, encode_comment, encode_event, encode_retry
-from ssegate.sse.parser import (
+from ssegate.sse_codec.encoder import KEEP_ALIVE, encode_comment, encode_event, encode_retry
+from ssegate.sse_codec.parser import (
     DEFAULT_MAX_EVENT_SIZE,
     SseEvent,
     SseIdOnly,

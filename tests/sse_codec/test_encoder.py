@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ssegate.sse.encoder import (
+from ssegate.sse_codec.encoder import (
     KEEP_ALIVE,
     encode_comment,
     encode_event,

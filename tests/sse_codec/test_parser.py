@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ssegate.sse.parser import SseEvent, SseIdOnly, SseParseError, SseParser
+from ssegate.sse_codec.parser import SseEvent, SseIdOnly, SseParseError, SseParser
 
 Item = SseEvent | SseIdOnly
 
