@@ -1,11 +1,12 @@
 """A topic's streams written as one group, over real sockets, natively and in pure Python.
 
 A real ``ssegate start`` process (tcp → http → sse → sse-kafka → kafka cache → the real local
-broker), started once with the C fan-out (:mod:`ssegate.native.fanout`) and once with
-``SSEGATE_FANOUT=python``. Clients are raw HTTP/1.1 connections on 127.0.0.1 whose chunked
-bodies are read back with the real SSE parser. Each test waits, through the Prometheus gauge
-``ssegate.sse_kafka.cohort.streams``, until its streams are written as one cohort before it
-produces anything, so the group write is what delivers every event.
+broker; two ports whose sse servers differ in ``max-buffered``), started once with the C
+fan-out (:mod:`ssegate.native.fanout`) and once with ``SSEGATE_FANOUT=python``. Clients are
+raw HTTP/1.1 connections on 127.0.0.1 whose chunked bodies are read back with the real SSE
+parser. Each test waits, through the Prometheus gauge ``ssegate.sse_kafka.cohort.streams``,
+until its streams are written as one cohort before it produces anything, so the group write is
+what delivers every event.
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ KERNEL_QUEUE_MAX = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2
 STALLED_PARTITIONS = KERNEL_QUEUE_MAX // 900_000 + 2
 """Messages of 900 KB, one per partition, that the kernel cannot all queue for one peer."""
 COHORT = 'ssegate_sse_kafka_cohort_streams{binding="north_sse_kafka_mapping"}'
-SLOW = 'ssegate_sse_slow_clients_total{binding="north_sse_server",reason="bytes"}'
+SLOW = 'ssegate_sse_slow_clients_total{binding="north_sse_tight",reason="bytes"}'
 DROPPED = 'ssegate_sse_kafka_dropped_subscribers_total{binding="north_sse_kafka_mapping"}'
 
 
 @dataclass(frozen=True)
 class Gateway:
     port: int
+    tight_port: int
+    """Served by an sse server that drops a client over ``MAX_BUFFERED`` behind."""
     metrics_port: int
     topics: dict[str, str]
     bootstrap: str
@@ -75,15 +78,22 @@ class Gateway:
 
 
 def write_config(
-    root: Path, port: int, metrics_port: int, bootstrap: str, topics: list[str]
+    root: Path, ports: tuple[int, int, int], bootstrap: str, topics: list[str]
 ) -> Path:
+    """Two HTTP/1.1 ports, each to an sse server of its own, both to one sse-kafka proxy: the
+    first port's server takes 16 MiB behind a client, the second's ``MAX_BUFFERED``."""
+    port, tight_port, metrics_port = ports
     config = f"""
     name: fanout
     bindings:
       north_tcp_server:
         type: tcp
         kind: server
-        options: {{host: 127.0.0.1, port: {port}}}
+        options: {{host: 127.0.0.1, port: [{port}, {tight_port}]}}
+        routes:
+          - when:
+              - port: {tight_port}
+            exit: north_http_tight
         exit: north_http_server
       north_http_server:
         type: http
@@ -91,7 +101,18 @@ def write_config(
         options: {{versions: [http/1.1]}}
         routes:
           - exit: north_sse_server
+      north_http_tight:
+        type: http
+        kind: server
+        options: {{versions: [http/1.1]}}
+        routes:
+          - exit: north_sse_tight
       north_sse_server:
+        type: sse
+        kind: server
+        options: {{max-buffered: {16 << 20}, slow-client-timeout: 0}}
+        exit: north_sse_kafka_mapping
+      north_sse_tight:
         type: sse
         kind: server
         options: {{max-buffered: {MAX_BUFFERED}, slow-client-timeout: 0}}
@@ -150,12 +171,12 @@ def gateway(
     futures = admin.create_topics([NewTopic(names[role], topics[role][0], 1) for role in topics])
     for future in futures.values():
         future.result(30)
-    port, metrics_port = free_port(), free_port()
+    ports = (free_port(), free_port(), free_port())
     root = tmp_path_factory.mktemp(f"fanout-{request.param}")
-    config = write_config(root, port, metrics_port, kafka_broker.bootstrap, list(names.values()))
+    config = write_config(root, ports, kafka_broker.bootstrap, list(names.values()))
     env = {"SSEGATE_FANOUT": "python" if request.param == "python" else ""}
-    with GatewayProcess(config, env=env) as process:
-        yield Gateway(port, metrics_port, names, kafka_broker.bootstrap, process)
+    with GatewayProcess(config, env=env, expect_listeners=2) as process:
+        yield Gateway(*ports, names, kafka_broker.bootstrap, process)
 
 
 @dataclass
@@ -244,17 +265,18 @@ def test_200_streams_of_one_topic_get_every_event_once_in_order(gateway: Gateway
 def test_a_stream_that_never_reads_is_buffered_then_dropped_as_a_slow_client(
     gateway: Gateway,
 ) -> None:
-    """More than the kernel queues for a peer that reads nothing (``tcp_wmem``'s maximum) is
-    produced at once, 900 KB a message, one message per partition: what the kernel does not
-    take goes to the transport, and the stream is dropped for bytes (by the write that leaves
-    it over ``max-buffered``, or by the sweep counting the kernel's queue too) while the
-    streams that read get everything."""
+    """A client that reads nothing, on the port whose sse server allows ``MAX_BUFFERED``, and
+    three that read, on the other port (16 MiB), all in one cohort. More than the kernel
+    queues for a peer (``tcp_wmem``'s maximum) is produced at once, 900 KB a message, one
+    message per partition: what the kernel does not take is buffered in the transport, and the
+    stalled stream is dropped for bytes (by the write that leaves it over ``MAX_BUFFERED``, or
+    by the sweep, which counts the kernel's queue too) while the readers get everything."""
     topic = gateway.topics["stalled"]
     big = [b"%d:" % p + b"x" * 900_000 for p in range(STALLED_PARTITIONS)]
 
     async def scenario() -> None:
         request = f"GET /{topic} HTTP/1.1\r\nhost: localhost\r\n\r\n".encode()
-        deaf = await deaf_client(gateway.port, request)
+        deaf = await deaf_client(gateway.tight_port, request)
         readers = [await Stream.open(gateway, f"/{topic}") for _ in range(3)]
         try:
             await gateway.until_metric(COHORT, 4)
