@@ -211,3 +211,22 @@ def test_without_a_running_loop_every_stream_stays_alone() -> None:
     assert len(proxy.cohorts) == 0
     assert source.listeners_per_batch == [3]
     assert all(got(sink) == expected(source) for sink, _ in streams)
+
+
+def test_a_stream_whose_progress_differs_from_the_cohorts_stays_alone_and_misses_nothing() -> None:
+    async def scenario() -> None:
+        source = Recorded(partitions=2)
+        proxy = proxy_of(source)
+        fresh, _ = open_stream(proxy)
+        await settled(source)
+        # its id names both partitions at offset 0: the same position, another progress token
+        named, subscriber = open_stream(proxy, encode_progress({0: 0, 1: 0}))
+        await settled(source)
+        assert proxy.cohorts.members() == 1
+        assert subscriber.topic_subscription is not None  # still fed by the topic itself
+        source.produce(1, (None, {}))
+        source.produce(0, (None, {}), (None, {}))
+        assert [e.data for e in named.events()] == [e.data for e in fresh.events()]
+        assert len(fresh.events()) == 3
+
+    run(scenario)

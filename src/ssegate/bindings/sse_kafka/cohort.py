@@ -79,9 +79,6 @@ class Cohort:
         self.group = group
         self.members: dict[TopicSubscriber, _Written] = {}
 
-    def __len__(self) -> int:
-        return len(self.members)
-
     def add(self, member: TopicSubscriber) -> None:
         self.members[member] = _Written(member._last_token, self.group.writes)
         self.group.add(member.sink, member)
@@ -139,7 +136,7 @@ class Cohorts:
 
     def members(self) -> int:
         """Streams written by a cohort now."""
-        return sum(len(cohort) for cohort in self._cohorts.values())
+        return sum(len(cohort.members) for cohort in self._cohorts.values())
 
     def offer(self, subscriber: TopicSubscriber) -> None:
         """``subscriber`` is live on every partition: join it to its cohort in a callback of
@@ -164,7 +161,9 @@ class Cohorts:
             cohort = self._start(subscriber, key)
             if cohort is None:
                 return
-        if cohort.token() != token:
+        if cohort.token() != token:  # not in step after all: it stays alone
+            if not cohort.members:
+                cohort.end()
             return
         subscriber.join(cohort)
         cohort.add(subscriber)
@@ -185,11 +184,10 @@ class Cohorts:
             )
         except UnknownTopic:
             return None
-        cohort = Cohort(self, key, leader, group)
         if not leader.live_everywhere:
             leader.cancel()
             return None
-        self._cohorts[key] = cohort
+        cohort = self._cohorts[key] = Cohort(self, key, leader, group)
         return cohort
 
 

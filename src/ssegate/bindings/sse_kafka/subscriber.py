@@ -374,7 +374,7 @@ class TopicSubscriber:
             "sse_kafka.subscriber_dropped",
             binding=self.binding,
             topic=self.topic,
-            progress=(self._cohort.leader if self._cohort else self).progress.token(),
+            progress=(self if self._cohort is None else self._cohort.leader).progress.token(),
         )
         self.cancel()
 
