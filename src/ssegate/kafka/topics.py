@@ -106,6 +106,10 @@ class TopicListener(Protocol):
 class TopicSubscription(Protocol):
     def cancel(self) -> None: ...
 
+    def carry(self, streams: int) -> None:
+        """The listener delivers to ``streams`` downstream streams (1 unless told): the source
+        counts each as a subscriber (its fan-out, and its linger, grow with them)."""
+
 
 class TopicSource(Protocol):
     def subscribe(

@@ -38,6 +38,7 @@ from ssegate.bindings.http.h2c import SWITCHING, as_stream_one, h2c_settings
 from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
+from ssegate.bindings.tcp.fanout import DirectSocket
 from ssegate.engine.exchange import Request
 from ssegate.telemetry import log
 
@@ -126,6 +127,14 @@ class Http1ResponseStream(ResponseStreamBase["Http1Protocol"]):
     def open_ended(self) -> bool:
         """Streaming a body of no announced length (an event stream) that has not ended."""
         return self._open_ended and not self._ended
+
+    def direct_socket(self) -> DirectSocket | None:
+        """The connection's socket while this response streams chunked over cleartext TCP:
+        a group write (:mod:`ssegate.bindings.sse.fanout`) may send it whole chunks itself."""
+        transport = self._connection._transport
+        if not self._chunked or self._ended or self._closed or transport is None:
+            return None
+        return DirectSocket.of(transport)
 
     # -- written through the connection -------------------------------------------------------
 

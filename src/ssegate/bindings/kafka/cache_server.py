@@ -85,15 +85,16 @@ from ssegate.telemetry.metrics import LAG_BUCKETS, Metrics
 
 NEGATIVE_LOOKUP_SECONDS = 1.0
 FANOUT_WRITES_PER_SECOND = 50_000
-"""The write rate a fan-out aims to stay under: fetched batches gather for
-``subscribers / FANOUT_WRITES_PER_SECOND`` seconds (20 ms at 1,000 subscribers), so each
+"""The write rate a fan-out aims to stay under: fetched batches are at least
+``subscribers / FANOUT_WRITES_PER_SECOND`` seconds apart (20 ms at 1,000 subscribers), so each
 subscriber gets at most one write per linger however high the message rate."""
 FANOUT_LINGER_MAX = 0.02
 """The longest a fetched batch waits for more records, whatever the subscriber count."""
 
 
 def fanout_linger(subscribers: int) -> float:
-    """How long a fetched batch gathers more records before it is handed over.
+    """How far apart fetched batches are at least (a record arriving sooner after the previous
+    batch gathers more until then: :func:`~.fetcher.gather_for`).
 
     A fan-out pays one write per subscriber per batch, so the linger grows with the
     subscribers: none for one, 2 ms for a hundred, capped at

@@ -24,6 +24,7 @@ follows a partition to its new leader by itself, from the position it had.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -70,6 +71,18 @@ REQUEST_TIMEOUT = 5.0
 DOWN_PROBE_TIMEOUT = 0.5
 
 
+def gather_for(linger: float, last_batch: float, now: float) -> float:
+    """How long a batch whose first record came ``now`` gathers more: until ``linger`` has
+    passed since the previous batch closed (at ``last_batch``), and not at all once it has.
+
+    Batches of a reader are then at least ``linger`` apart, which bounds a fan-out's writes
+    per second by ``subscribers / linger`` whatever the message rate; and a topic whose
+    records come less often than that hands each one over as it comes, without waiting a
+    linger that would gather nothing.
+    """
+    return min(linger, max(0.0, last_batch + linger - now))
+
+
 class FetchThread:
     """The one thread that talks to librdkafka for a cache server."""
 
@@ -85,7 +98,10 @@ class FetchThread:
         self._client = client
         self._deliver = deliver
         self.linger = 0.0
-        """Seconds a batch may gather records after its first (set by the cache server)."""
+        """Seconds at least between two batches of one reader, gathering records meanwhile
+        (set by the cache server, :func:`gather_for`)."""
+        self._batch_at: dict[bool, float] = {}
+        """When each reader (shared fetch, catch-up) last closed a batch."""
         self._checks = checks
         self._metadata_interval = metadata_interval
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
@@ -323,13 +339,16 @@ class FetchThread:
 
     def _read(self, consumer: Consumer, timeout: float, *, catch_up: bool) -> None:
         # librdkafka's batch consume waits for a full batch or the timeout: at low rates that
-        # is the whole timeout of added latency. So wait for the first record, then gather for
-        # at most ``linger`` more: nothing with few subscribers, a bounded delay with many, to
-        # keep a large fan-out's writes few (one write per subscriber per batch).
+        # is the whole timeout of added latency. So wait for the first record, then gather
+        # until ``linger`` has passed since the previous batch (:func:`gather_for`): a large
+        # fan-out's writes stay few (one write per subscriber per batch), and a record that
+        # comes less often than that is handed over at once.
         records = consumer.consume(num_messages=1, timeout=timeout)
         if not records:
             return
-        records.extend(consumer.consume(num_messages=BATCH - 1, timeout=self.linger))
+        gather = gather_for(self.linger, self._batch_at.get(catch_up, -math.inf), time.monotonic())
+        records.extend(consumer.consume(num_messages=BATCH - 1, timeout=gather))
+        self._batch_at[catch_up] = time.monotonic()
         groups: dict[tuple[str, int], list[Message]] = {}
         for record in records:
             error = record.error()

@@ -86,11 +86,19 @@ class Subscription:
     interest: Interest | None
     cursors: dict[int, PartitionCursor] = field(default_factory=dict)
     cancelled: bool = False
+    streams: int = 1
+    """Downstream streams the listener delivers to, counted as the topic's subscribers."""
 
     def cancel(self) -> None:
         if not self.cancelled:
             self.cancelled = True
             self.feed.remove(self)
+
+    def carry(self, streams: int) -> None:
+        """The listener delivers to ``streams`` streams now (a cohort of them)."""
+        if not self.cancelled and streams != self.streams:
+            self.feed.hooks.subscribers_changed(self.feed.topic, streams - self.streams)
+            self.streams = streams
 
 
 @dataclass(slots=True)
@@ -158,7 +166,7 @@ class TopicFeed:
 
     def remove(self, subscription: Subscription) -> None:
         if self.subscriptions.pop(subscription, 0) is None:
-            self.hooks.subscribers_changed(self.topic, -1)
+            self.hooks.subscribers_changed(self.topic, -subscription.streams)
         for cursor in subscription.cursors.values():
             feed = self.partitions[cursor.partition]
             feed.live.pop(cursor, None)

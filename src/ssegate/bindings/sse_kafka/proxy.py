@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.source import SseSink, Subscription
+from ssegate.bindings.sse_kafka.cohort import Cohorts
 from ssegate.bindings.sse_kafka.event_id import (
     EventIdError,
     EventIdFormat,
@@ -121,6 +122,8 @@ class SseKafkaProxy:
         self.encoded = EncodedMessages(binding=name, metrics=metrics)
         self.shared = SharedBatches()
         self.stats = SubscriberStats()
+        self.cohorts = Cohorts()
+        """Live streams in step, written as one (:mod:`~ssegate.bindings.sse_kafka.cohort`)."""
 
     def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
         path = request.path
@@ -169,6 +172,8 @@ class SseKafkaProxy:
             stats=self.stats,
             view=route.source.value_text(topic),
             shared=self.shared,
+            cohorts=self.cohorts,
+            source=route.source,
         )
         try:
             subscription = route.source.subscribe(topic, start, subscriber)

@@ -46,6 +46,11 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
 - Nothing is queued here. Bytes go straight to the sink, whose stream closes a client that
   falls more than ``max-buffered`` behind; the client reconnects with its last id and resumes.
   A subscriber that finds its sink closed cancels its topic subscription.
+- A subscriber live on every partition of its topic joins the :class:`~.cohort.Cohort` of its
+  shape (when its proxy keeps cohorts): its own topic subscription ends, and the cohort's
+  leader, a subscriber writing into a :class:`~ssegate.bindings.sse.fanout.SinkGroup`, writes
+  each batch once for every member. A member only answers :meth:`TopicSubscriber.resume_id`
+  (from the cohort's progress) and leaves the cohort when cancelled.
 """
 
 from __future__ import annotations
@@ -55,16 +60,26 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder, format_event_id
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.shared import BatchOutcome, EncodedMessages, SharedBatches
-from ssegate.kafka.topics import Interest, KafkaMessage, LivePositions, TopicSubscription
+from ssegate.kafka.topics import (
+    Interest,
+    KafkaMessage,
+    LivePositions,
+    TopicSource,
+    TopicSubscription,
+)
 from ssegate.models.topics import ValueView
 from ssegate.sse_codec.encoder import timestamp_line
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
+
+if TYPE_CHECKING:
+    from ssegate.bindings.sse_kafka.cohort import Cohort, Cohorts
 
 ID_ONLY_AFTER_SKIPPED = 1000
 ID_ONLY_AFTER_SECONDS = 1.0
@@ -86,14 +101,17 @@ class TopicSubscriber:
     __slots__ = (
         "_cancelled",
         "_clock",
+        "_cohort",
         "_id_timer",
         "_last_id_at",
         "_last_token",
         "_live",
         "_live_partitions",
+        "_partitions",
         "_skipped",
         "binding",
         "check",
+        "cohorts",
         "encoded",
         "filter",
         "id_format",
@@ -103,6 +121,7 @@ class TopicSubscriber:
         "shape",
         "shared",
         "sink",
+        "source",
         "stats",
         "topic",
         "topic_subscription",
@@ -124,6 +143,8 @@ class TopicSubscriber:
         view: ValueView | None = None,
         shared: SharedBatches | None = None,
         clock: Callable[[], float] = time.monotonic,
+        cohorts: Cohorts | None = None,
+        source: TopicSource | None = None,
     ) -> None:
         self.sink = sink
         self.topic = topic
@@ -150,18 +171,28 @@ class TopicSubscriber:
         self._skipped = 0
         self._last_id_at = clock()
         self._id_timer: asyncio.TimerHandle | None = None
+        self.cohorts = cohorts if source is not None else None
+        """Where this subscriber joins a cohort once live (with ``source``, which a cohort's
+        leader subscribes to); ``None``: it stays alone."""
+        self.source = source
+        self._partitions = 0
+        self._cohort: Cohort | None = None
+        """The cohort this subscriber is (or was, once cancelled) a member of."""
 
     # -- TopicListener -----------------------------------------------------------------------
 
     def on_partitions(self, partitions: Sequence[int]) -> None:
         if self._gone():
             return
+        self._partitions = len(partitions)
         self.sink.open()
 
     def on_live(self, partition: int, positions: LivePositions) -> None:
         self._live = positions
         if partition not in self._live_partitions:
             self._live_partitions = (*self._live_partitions, partition)
+        if self.cohorts is not None and self._cohort is None and self.live_everywhere:
+            self.cohorts.offer(self)
 
     def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
         if self._gone():
@@ -254,6 +285,8 @@ class TopicSubscriber:
         written (the stream passed over messages its filter does not want); else ``None``."""
         if self._cancelled:
             return None
+        if self._cohort is not None:
+            return self._cohort.resume_id(self)
         if self._live_partitions:
             self._follow_live()
         token = self.progress.token()
@@ -270,6 +303,55 @@ class TopicSubscriber:
             return
         self._cancelled = True
         self._cancel_id_timer()
+        subscription, self.topic_subscription = self.topic_subscription, None
+        if subscription is not None:
+            subscription.cancel()
+        if self._cohort is not None:
+            self._cohort.remove(self)
+
+    # -- cohorts (:mod:`~ssegate.bindings.sse_kafka.cohort`) -----------------------------------
+
+    @property
+    def live_everywhere(self) -> bool:
+        """Not cancelled, and live on every partition of its topic."""
+        return not self._cancelled and 0 < self._partitions <= len(self._live_partitions)
+
+    @property
+    def joinable(self) -> bool:
+        """Alone, subscribed, and live on every partition of its topic."""
+        return self._cohort is None and self.topic_subscription is not None and self.live_everywhere
+
+    def live_token(self) -> str:
+        """The progress token, its live partitions moved up to the topic's live end."""
+        if self._live_partitions:
+            self._follow_live()
+        return self.progress.token()
+
+    def lead(self, sink: SseSink) -> TopicSubscriber:
+        """A subscriber like this one (same topic, shape and progress) writing into ``sink``:
+        a cohort's leader, not yet subscribed."""
+        leader = TopicSubscriber(
+            sink,
+            topic=self.topic,
+            progress=ProgressEncoder(self.progress.offsets),
+            message_filter=self.filter,
+            id_format=self.id_format,
+            encoded=self.encoded,
+            binding=self.binding,
+            metrics=self.metrics,
+            stats=self.stats,
+            view=self.view,
+            shared=self.shared,
+            clock=self._clock,
+        )
+        leader._last_token = self._last_token
+        return leader
+
+    def join(self, cohort: Cohort) -> None:
+        """From now on ``cohort`` writes this subscriber's stream: its own subscription ends."""
+        self._cohort = cohort
+        self._cancel_id_timer()
+        self._skipped = 0
         subscription, self.topic_subscription = self.topic_subscription, None
         if subscription is not None:
             subscription.cancel()
@@ -292,7 +374,7 @@ class TopicSubscriber:
             "sse_kafka.subscriber_dropped",
             binding=self.binding,
             topic=self.topic,
-            progress=self.progress.token(),
+            progress=(self if self._cohort is None else self._cohort.leader).progress.token(),
         )
         self.cancel()
 

@@ -1,0 +1,201 @@
+"""Many downstream SSE streams written the same bytes at once: :class:`SinkGroup`.
+
+A source that shares one encoding among many streams (the sse-kafka proxy's cohorts,
+:mod:`ssegate.bindings.sse_kafka.cohort`) writes into a :class:`SinkGroup`, one
+:class:`~ssegate.bindings.sse.source.SseSink` standing for all of its members, instead of into
+each stream. A write then costs, per member, one pass of a loop over a few attributes, and one
+``send()`` made from C:
+
+- The HTTP/1.1 chunk (``<size>\\r\\n<data>\\r\\n``) is framed once for every member.
+- A member streaming chunked over cleartext HTTP/1.1 whose connection holds nothing unsent is
+  written directly: its descriptor joins one :func:`~ssegate.bindings.tcp.fanout.send_to_all`
+  call (:func:`ssegate.native.fanout.send_all`), and what its send did not take goes to its
+  transport, behind nothing, so the stream's bytes stay in order.
+- Every other member is written as a stream alone, through its own
+  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose connection
+  already holds bytes (they go first), an HTTP/2 stream (its DATA frames are made per stream,
+  within the stream's and the connection's flow-control windows), one over TLS (its bytes go
+  through the TLS record layer, which lives in the transport), an HTTP/1.0 one (not chunked),
+  or any sink that is not a :class:`~ssegate.bindings.sse.server.DownstreamStream`.
+- A member written directly counts as written for the keep-alive and slow-client sweep, as
+  :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
+  ``stream.data.sent`` (one increment per group write, not per stream).
+- The slow-client byte bound holds as for a stream alone: a member whose connection holds more
+  than ``max-buffered`` after the write is dropped (reason ``bytes``). Every member that closed
+  in a write is handed to the group's ``on_dropped`` after it, with the owner it was added with.
+
+The group does, for its direct members, what ``DownstreamStream._write`` does for one stream,
+on the stream's own state (its response stream, written mark, server and slow-client drop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from ssegate.bindings.sse.server import DownstreamStream, SseServer
+from ssegate.bindings.sse.source import EventCheck, SseSink
+from ssegate.bindings.tcp.fanout import send_to_all
+from ssegate.sse_codec.encoder import encode_comment, encode_event
+
+Owner = TypeVar("Owner", bound=Hashable)
+
+_Member = tuple[SseSink, Owner, asyncio.Transport | None, int]
+"""``(sink, owner, transport, fd)``; ``transport`` is ``None`` for a member never written
+directly."""
+
+
+def chunk(data: bytes) -> bytes:
+    """``data`` framed as one HTTP/1.1 chunk."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+class SinkGroup(Generic[Owner]):
+    """Streams that get the same bytes, as one :class:`~ssegate.bindings.sse.source.SseSink`.
+
+    Members are open streams of one shape: the same ``timestamps`` and ``check`` (the group's).
+    The group is never ``closed``: whoever owns it ends it when its last member leaves.
+    """
+
+    def __init__(
+        self,
+        *,
+        timestamps: bool = False,
+        check: EventCheck | None = None,
+        on_dropped: Callable[[Owner], None] | None = None,
+    ) -> None:
+        self.timestamps = timestamps
+        self.check = check
+        self.on_dropped = on_dropped
+        self.writes = 0
+        """Writes made to every member so far (data, ids, comments)."""
+        self._members: dict[SseSink, _Member[Owner]] = {}
+        self._servers: dict[SseServer, int] = {}
+        """Members by sse server, for the ``stream.data.sent`` count."""
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def add(self, sink: SseSink, owner: Owner) -> None:
+        """``sink`` (open) gets every write from now on; ``owner`` is what ``on_dropped`` is
+        told if the sink closes in a write."""
+        transport: asyncio.Transport | None = None
+        fd = -1
+        if isinstance(sink, DownstreamStream):
+            direct = getattr(sink._stream, "direct_socket", None)
+            socket = direct() if direct is not None else None
+            if socket is not None:
+                transport, fd = socket.transport, socket.fd
+            server = sink._server
+            self._servers[server] = self._servers.get(server, 0) + 1
+        self._members[sink] = (sink, owner, transport, fd)
+
+    def discard(self, sink: SseSink) -> None:
+        if self._members.pop(sink, None) is not None and isinstance(sink, DownstreamStream):
+            server = sink._server
+            left = self._servers.get(server, 0) - 1
+            if left > 0:
+                self._servers[server] = left
+            else:
+                self._servers.pop(server, None)
+
+    # -- SseSink --------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def open(self) -> None:
+        """Members are open when they join."""
+
+    def write_encoded(self, data: bytes) -> None:
+        self.writes += 1
+        fds: list[int] = []
+        transports: list[asyncio.Transport] = []
+        direct: list[_Member[Owner]] = []
+        alone: list[_Member[Owner]] = []
+        for member in self._members.values():
+            transport = member[2]
+            if (
+                transport is not None
+                and not transport.get_write_buffer_size()
+                and not transport.is_closing()
+            ):
+                fds.append(member[3])
+                transports.append(transport)
+                direct.append(member)
+                member[0]._wrote = True  # type: ignore[attr-defined]  # a DownstreamStream
+            else:
+                alone.append(member)
+        dropped: list[Owner] = []
+        if direct:
+            framed = chunk(data)
+            for index in send_to_all(framed, fds, transports):
+                self._check_behind(direct[index], dropped)
+            self._count_sent(direct, len(data))
+        for sink, owner, _, _ in alone:
+            sink.write_encoded(data)
+            if sink.closed:
+                dropped.append(owner)
+        on_dropped = self.on_dropped
+        if on_dropped is not None:
+            for owner in dropped:
+                on_dropped(owner)
+
+    def event(
+        self,
+        data: str | None,
+        *,
+        event: str | None = None,
+        id: str | None = None,
+        timestamp: int = 0,
+    ) -> None:
+        """One event for every member, encoded (and checked) once."""
+        check = self.check
+        if data is not None and check is not None:
+            reason = check(data)
+            if reason is not None:
+                check.refused(reason, id=id)
+                if id is None:
+                    return
+                data = event = None
+        stamp = timestamp if self.timestamps else 0
+        self.write_encoded(encode_event(data, event=event, id=id, timestamp=stamp))
+
+    def comment(self, text: str = "") -> None:
+        self.write_encoded(encode_comment(text))
+
+    def end(self) -> None:
+        for sink in list(self._members):
+            sink.end()
+
+    def fail(self, status: int, reason: str) -> None:
+        for sink in list(self._members):
+            sink.fail(status, reason)
+
+    # -- inside ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_behind(member: _Member[Owner], dropped: list[Owner]) -> None:
+        """A direct member's transport took what its send left: apply the byte bound."""
+        sink = member[0]
+        assert isinstance(sink, DownstreamStream)
+        server = sink._server
+        buffered = sink._stream.buffered
+        if buffered > server.max_buffered:
+            sink._drop_slow("bytes", buffered)
+            dropped.append(member[1])
+
+    def _count_sent(self, direct: list[_Member[Owner]], size: int) -> None:
+        servers = self._servers
+        if len(servers) == 1:
+            server = next(iter(servers))
+            server.metrics.inc("stream.data.sent", server.name, size * len(direct))
+            return
+        counts: dict[SseServer, int] = {}
+        for member in direct:
+            server = member[0]._server  # type: ignore[attr-defined]  # a DownstreamStream
+            counts[server] = counts.get(server, 0) + 1
+        for server, count in counts.items():
+            server.metrics.inc("stream.data.sent", server.name, size * count)

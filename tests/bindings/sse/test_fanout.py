@@ -1,0 +1,199 @@
+"""A group of SSE streams written the same bytes: who is written directly, who alone, and how
+each stays in order, counted and bounded. Real sse server and streams, fake transports and a
+fake descriptor writer."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import cast
+
+import pytest
+from tests.support.fanout_fakes import FakeTransport, FdWriter
+
+from ssegate.bindings.sse.fanout import SinkGroup, chunk
+from ssegate.bindings.sse.server import DownstreamStream, SseRoute, SseServer, StreamSweep
+from ssegate.bindings.sse.source import SseSink
+from ssegate.bindings.tcp.fanout import DirectSocket
+from ssegate.engine.exchange import Request
+from ssegate.native import fanout
+from ssegate.telemetry.metrics import Metrics
+
+EVENT = b"id:1\ndata:one\n\n"
+
+
+class ChunkedStream:
+    """An HTTP/1.1 response streaming chunked over a (fake) cleartext transport."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.transport = FakeTransport.with_socket(fd if fd is not None else -1)
+        self.direct = fd is not None
+        self.status: int | None = None
+        self.aborted = False
+        self._close_callbacks: list[Callable[[], None]] = []
+
+    def send_headers(
+        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
+    ) -> None:
+        self.status = status
+
+    def send_data(self, data: bytes, *, end: bool = False) -> None:
+        self.transport.write(chunk(data))
+
+    def reset(self) -> None:
+        self._close()
+
+    def abort(self, connection_limit: int) -> None:
+        self.aborted = True
+        self._close()
+
+    @property
+    def buffered(self) -> int:
+        return len(self.transport.buffered)
+
+    @property
+    def unsent(self) -> int:
+        return self.buffered
+
+    @property
+    def closed(self) -> bool:
+        return self.aborted
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._close_callbacks.append(callback)
+
+    def on_drain(self, callback: Callable[[], None]) -> None:
+        pass
+
+    def direct_socket(self) -> DirectSocket | None:
+        if not self.direct:
+            return None
+        return DirectSocket.of(cast(asyncio.Transport, self.transport))
+
+    def _close(self) -> None:
+        for callback in self._close_callbacks:
+            callback()
+
+
+class Sinks:
+    """An sse source that keeps every sink it is given; subscriptions do nothing."""
+
+    def __init__(self) -> None:
+        self.sinks: list[DownstreamStream] = []
+
+    def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Sinks:
+        assert isinstance(sink, DownstreamStream)
+        sink.open()
+        self.sinks.append(sink)
+        return self
+
+    def cancel(self) -> None:
+        pass
+
+    def resume_id(self) -> str | None:
+        return None
+
+
+@pytest.fixture
+def writer() -> Iterator[FdWriter]:
+    fake = FdWriter()
+    real = fanout.send_all
+    fanout.send_all = fake
+    yield fake
+    fanout.send_all = real
+
+
+@dataclass
+class Group:
+    server: SseServer
+    streams: list[ChunkedStream]
+    sinks: SinkGroup[int]
+    sweep: StreamSweep
+
+
+def group_of(fds: list[int | None], *, keepalive: float = 0, max_buffered: int = 1 << 20) -> Group:
+    """An sse server with a stream per ``fds`` entry (``None``: one never written directly),
+    every stream a member of one group, its owner the stream's index."""
+    source = Sinks()
+    sweep = StreamSweep()
+    server = SseServer(
+        "sse",
+        [SseRoute(None, source)],
+        Metrics(),
+        keepalive=keepalive,
+        max_buffered=max_buffered,
+        sweep=sweep,
+    )
+    made = [ChunkedStream(fd) for fd in fds]
+    for stream in made:
+        server.handle(Request("GET", "http", "localhost", "/events", {}), b"", stream)
+    sinks: SinkGroup[int] = SinkGroup()
+    for index, sink in enumerate(source.sinks):
+        sinks.add(sink, index)
+    return Group(server, made, sinks, sweep)
+
+
+def test_streams_on_cleartext_h1_get_one_chunk_framed_once_in_one_call(writer: FdWriter) -> None:
+    group = group_of([10, 11, 12, None])
+    group.sinks.write_encoded(EVENT)
+    assert writer.calls == [(chunk(EVENT), [10, 11, 12])]
+    assert [bytes(s.transport.buffered) for s in group.streams] == [b"", b"", b"", chunk(EVENT)]
+    sent = group.server.metrics.counter("stream.data.sent", "sse")
+    assert sent == 4 * len(EVENT)  # three counted as a group, one as a stream alone
+
+
+def test_a_stream_whose_connection_holds_bytes_is_written_behind_them(writer: FdWriter) -> None:
+    group = group_of([10, 11])
+    group.streams[1].transport.buffered += b"earlier"
+    group.sinks.write_encoded(EVENT)
+    assert writer.calls == [(chunk(EVENT), [10])]
+    assert bytes(group.streams[1].transport.buffered) == b"earlier" + chunk(EVENT)
+
+
+def test_a_closing_transport_is_never_written_directly(writer: FdWriter) -> None:
+    group = group_of([10, 11])
+    group.streams[0].transport.closing = True
+    group.sinks.write_encoded(EVENT)
+    assert writer.calls == [(chunk(EVENT), [11])]
+
+
+def test_what_a_short_send_left_is_queued_after_it(writer: FdWriter) -> None:
+    group = group_of([10, 11])
+    writer.takes[11] = 5
+    group.sinks.write_encoded(EVENT)
+    assert writer.taken[11] + bytes(group.streams[1].transport.buffered) == chunk(EVENT)
+    assert not group.streams[1].aborted
+
+
+def test_a_stream_left_over_max_buffered_by_a_short_send_is_dropped_and_reported(
+    writer: FdWriter,
+) -> None:
+    group = group_of([10, 11], max_buffered=64)
+    dropped: list[int] = []
+    group.sinks.on_dropped = dropped.append
+    writer.takes[11] = -errno.EAGAIN
+    group.sinks.write_encoded(b"data:" + b"x" * 100 + b"\n\n")
+    assert group.streams[1].aborted and not group.streams[0].aborted
+    assert dropped == [1]
+    slow = group.server.metrics.counter("ssegate.sse.slow_clients", "sse", reason="bytes")
+    assert slow == 1
+
+
+def test_a_stream_written_directly_counts_as_written_for_the_keep_alive(writer: FdWriter) -> None:
+    group = group_of([10], keepalive=1.0)
+    group.sinks.write_encoded(EVENT)
+    opened = group.sweep.clock()
+    group.sweep.sweep(opened + 1.5)  # written since the last visit: no keep-alive
+    assert writer.taken[10] == chunk(EVENT)
+    assert bytes(group.streams[0].transport.buffered) == b""
+    group.sweep.sweep(opened + 3.0)  # idle for a keep-alive interval since: a comment
+    assert bytes(group.streams[0].transport.buffered) == chunk(b":\n\n")
+
+
+def test_an_event_is_encoded_and_checked_once_for_the_group(writer: FdWriter) -> None:
+    group = group_of([10, 11])
+    group.sinks.event(None, id="7")
+    assert writer.calls == [(chunk(b"id:7\n\n"), [10, 11])]
+    assert group.sinks.writes == 1
