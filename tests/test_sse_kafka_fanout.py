@@ -48,6 +48,7 @@ STALLED_PARTITIONS = KERNEL_QUEUE_MAX // 900_000 + 2
 COHORT = 'ssegate_sse_kafka_cohort_streams{binding="north_sse_kafka_mapping"}'
 SLOW = 'ssegate_sse_slow_clients_total{binding="north_sse_tight",reason="bytes"}'
 DROPPED = 'ssegate_sse_kafka_dropped_subscribers_total{binding="north_sse_kafka_mapping"}'
+DIRECT = 'ssegate_sse_stream_data_direct_total{binding="north_sse_server"}'
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,10 @@ def test_200_streams_of_one_topic_get_every_event_once_in_order(gateway: Gateway
                 assert per_partition == wanted
                 last = decode_progress(stream.events[-1].id)
                 assert last == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+            # The events went past the streams, to the sockets, in group writes: each one's
+            # encoding holds at least its ``data:pX-Y`` line and the blank line after it.
+            least = STREAMS * sum(len(f"data:{e.data}\n\n") for e in streams[0].events)
+            assert await gateway.metric(DIRECT) >= least
         finally:
             for stream in streams:
                 await stream.close()

@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if not hasattr(args, "func"):
+    if args.func is None:
         parser.print_help()
         return EXIT_CONFIG
     try:
@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="what reaches stderr (default: warning, or $SSEGATE_LOG_LEVEL)",
     )
+    parser.set_defaults(func=None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     validate = commands.add_parser(

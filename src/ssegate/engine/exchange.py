@@ -14,9 +14,10 @@ been flushed below the low-water mark again. A slow client is the handler's poli
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl
 
 if TYPE_CHECKING:
@@ -78,6 +79,44 @@ class Request:
         return None
 
 
+@runtime_checkable
+class Descriptor(Protocol):
+    """What a transport's ``socket`` extra info is (a socket, asyncio's or uvloop's wrapper)."""
+
+    def fileno(self) -> int: ...
+
+
+@dataclass(slots=True, eq=False)
+class DirectSocket:
+    """A response's cleartext TCP socket, which a group write
+    (:mod:`ssegate.bindings.sse.fanout`) may send whole HTTP/1.1 chunks to itself, past the
+    response stream (:func:`ssegate.bindings.tcp.fanout.send_to_all` says how the order holds).
+    """
+
+    fd: int
+    transport: asyncio.Transport
+    sent: int = 0
+    """Body bytes written this way, which the response's size counts."""
+
+    @classmethod
+    def of(cls, transport: asyncio.BaseTransport) -> DirectSocket | None:
+        """``transport``'s socket, when bytes may go to it directly (cleartext, open)."""
+        if transport.is_closing() or transport.get_extra_info("ssl_object") is not None:
+            return None
+        sock = transport.get_extra_info("socket")
+        fd = sock.fileno() if isinstance(sock, Descriptor) else -1
+        if not isinstance(fd, int) or fd < 0:
+            return None
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        return cls(fd, cast(asyncio.Transport, transport))
+
+    @property
+    def writable(self) -> bool:
+        """Nothing is queued in the transport and it is open: a direct write keeps the order."""
+        transport = self.transport
+        return not transport.get_write_buffer_size() and not transport.is_closing()
+
+
 class ResponseStream(Protocol):
     """One response: an HTTP/1.1 exchange or an HTTP/2 stream."""
 
@@ -115,6 +154,11 @@ class ResponseStream(Protocol):
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` each time a full buffer has drained below its low-water mark."""
+
+    def direct_socket(self) -> DirectSocket | None:
+        """The connection's socket while this response streams chunked HTTP/1.1 over cleartext
+        TCP, for a group write to send it whole chunks itself; ``None`` for any other response
+        (HTTP/2, TLS, HTTP/1.0, ended)."""
 
 
 @runtime_checkable

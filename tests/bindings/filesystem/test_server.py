@@ -22,7 +22,7 @@ from ssegate.bindings.filesystem.server import (
 )
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.telemetry.metrics import Metrics
 
 
@@ -72,6 +72,9 @@ class RecordingStream:
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         self._drain.append(callback)
+
+    def direct_socket(self) -> DirectSocket | None:
+        return None
 
     def flush(self) -> None:
         self._buffered = 0

@@ -23,7 +23,7 @@ from ssegate.catalogs.local import build_inline
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Config, Route
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.telemetry.metrics import Metrics
 
 T = TypeVar("T")
@@ -311,6 +311,9 @@ class RecordingStream:
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         pass
+
+    def direct_socket(self) -> DirectSocket | None:
+        return None
 
 
 class Context:

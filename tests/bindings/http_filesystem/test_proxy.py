@@ -14,7 +14,7 @@ from ssegate.bindings.http_filesystem.proxy import HttpFilesystemProxy, build
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.telemetry.metrics import Metrics
 
 T = TypeVar("T")
@@ -56,6 +56,9 @@ class RecordingStream:
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         pass
+
+    def direct_socket(self) -> DirectSocket | None:
+        return None
 
 
 class Context:

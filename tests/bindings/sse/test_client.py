@@ -22,7 +22,7 @@ from ssegate.bindings.tcp.client import build as build_tcp_client
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.engine.runtime import free_port
 from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate.telemetry.metrics import Metrics
@@ -76,6 +76,9 @@ class RecordingStream:
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         pass
+
+    def direct_socket(self) -> DirectSocket | None:
+        return None
 
     def peer_goes_away(self) -> None:
         if not self.ended:

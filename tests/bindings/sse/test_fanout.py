@@ -13,11 +13,12 @@ from typing import cast
 import pytest
 from tests.support.fanout_fakes import FakeTransport, FdWriter
 
+from ssegate.bindings.http.cors import AccessControl
+from ssegate.bindings.http.server import ObservedStream
 from ssegate.bindings.sse.fanout import SinkGroup, chunk
 from ssegate.bindings.sse.server import DownstreamStream, SseRoute, SseServer, StreamSweep
 from ssegate.bindings.sse.source import SseSink
-from ssegate.bindings.tcp.fanout import DirectSocket
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.native import fanout
 from ssegate.telemetry.metrics import Metrics
 
@@ -30,6 +31,7 @@ class ChunkedStream:
     def __init__(self, fd: int | None) -> None:
         self.transport = FakeTransport.with_socket(fd if fd is not None else -1)
         self.direct = fd is not None
+        self._socket: DirectSocket | None = None
         self.status: int | None = None
         self.aborted = False
         self._close_callbacks: list[Callable[[], None]] = []
@@ -68,9 +70,9 @@ class ChunkedStream:
         pass
 
     def direct_socket(self) -> DirectSocket | None:
-        if not self.direct:
-            return None
-        return DirectSocket.of(cast(asyncio.Transport, self.transport))
+        if self.direct and self._socket is None:
+            self._socket = DirectSocket.of(cast(asyncio.Transport, self.transport))
+        return self._socket
 
     def _close(self) -> None:
         for callback in self._close_callbacks:
@@ -109,6 +111,8 @@ def writer() -> Iterator[FdWriter]:
 class Group:
     server: SseServer
     streams: list[ChunkedStream]
+    observed: list[ObservedStream]
+    """What the http server hands the sse server: each stream, counting what it sends."""
     sinks: SinkGroup[int]
     sweep: StreamSweep
 
@@ -127,12 +131,15 @@ def group_of(fds: list[int | None], *, keepalive: float = 0, max_buffered: int =
         sweep=sweep,
     )
     made = [ChunkedStream(fd) for fd in fds]
+    observed = []
     for stream in made:
-        server.handle(Request("GET", "http", "localhost", "/events", {}), b"", stream)
+        request = Request("GET", "http", "localhost", "/events", {})
+        observed.append(ObservedStream(stream, request, AccessControl()))
+        server.handle(request, b"", observed[-1])
     sinks: SinkGroup[int] = SinkGroup()
     for index, sink in enumerate(source.sinks):
         sinks.add(sink, index)
-    return Group(server, made, sinks, sweep)
+    return Group(server, made, observed, sinks, sweep)
 
 
 def test_streams_on_cleartext_h1_get_one_chunk_framed_once_in_one_call(writer: FdWriter) -> None:
@@ -142,6 +149,10 @@ def test_streams_on_cleartext_h1_get_one_chunk_framed_once_in_one_call(writer: F
     assert [bytes(s.transport.buffered) for s in group.streams] == [b"", b"", b"", chunk(EVENT)]
     sent = group.server.metrics.counter("stream.data.sent", "sse")
     assert sent == 4 * len(EVENT)  # three counted as a group, one as a stream alone
+    direct = group.server.metrics.counter("ssegate.sse.stream.data.direct", "sse")
+    assert direct == 3 * len(EVENT)
+    # Each response's size counts the event, however it was sent.
+    assert [o.sent_bytes for o in group.observed] == [len(EVENT)] * 4
 
 
 def test_a_stream_whose_connection_holds_bytes_is_written_behind_them(writer: FdWriter) -> None:

@@ -15,7 +15,7 @@ from ssegate.bindings.sse.source import SseSink
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.guards import Identity
 from ssegate.telemetry.metrics import Metrics
 
@@ -73,6 +73,9 @@ class RecordingStream:
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         pass
+
+    def direct_socket(self) -> DirectSocket | None:
+        return None
 
     def peer_goes_away(self) -> None:
         self._finish()

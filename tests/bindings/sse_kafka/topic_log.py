@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ssegate.bindings.sse.source import EventCheck
+from ssegate.engine.exchange import DirectSocket
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener, UnknownTopic
 from ssegate.models.topics import ValueView
 from ssegate.sse_codec.encoder import encode_event
@@ -25,9 +26,15 @@ class _Subscription:
     listener: TopicListener
     cancelled: bool = False
 
+    carried: int = 1
+    """The streams the listener says it delivers to (``carry``)."""
+
     def cancel(self) -> None:
         self.cancelled = True
         self.log.subscriptions.remove(self)
+
+    def carry(self, streams: int) -> None:
+        self.carried = streams
 
 
 @dataclass
@@ -191,3 +198,6 @@ class StuckStream:
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         return
+
+    def direct_socket(self) -> DirectSocket | None:
+        return None

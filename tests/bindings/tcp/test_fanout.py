@@ -8,7 +8,8 @@ from typing import cast
 
 from tests.support.fanout_fakes import FakeSocket, FakeTransport, FdWriter
 
-from ssegate.bindings.tcp.fanout import DirectSocket, send_to_all
+from ssegate.bindings.tcp.fanout import send_to_all
+from ssegate.engine.exchange import DirectSocket
 
 
 def transports(count: int) -> list[asyncio.Transport]:

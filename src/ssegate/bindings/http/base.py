@@ -22,6 +22,7 @@ from typing import Generic, TypeVar
 from ssegate.bindings.http.timer import ConnectionTimer, RequestDeadlines
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp.flow import FlowControlledProtocol
+from ssegate.engine.exchange import DirectSocket
 
 
 class HttpProtocolBase(FlowControlledProtocol):
@@ -118,6 +119,10 @@ class ResponseStreamBase(Generic[Connection]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def direct_socket(self) -> DirectSocket | None:
+        """None: only an HTTP/1.1 response streaming chunked over cleartext TCP has one."""
+        return None
 
     def on_close(self, callback: Callable[[], None]) -> None:
         if self._closed:

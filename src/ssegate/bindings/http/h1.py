@@ -38,8 +38,7 @@ from ssegate.bindings.http.h2c import SWITCHING, as_stream_one, h2c_settings
 from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
-from ssegate.bindings.tcp.fanout import DirectSocket
-from ssegate.engine.exchange import Request
+from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.telemetry import log
 
 SwitchToH2 = Callable[[Request, bytes, bytes, bytes], None]
@@ -112,6 +111,7 @@ class Http1ResponseStream(ResponseStreamBase["Http1Protocol"]):
         self.keep_alive = keep_alive
         self._chunked = False
         self._open_ended = False
+        self._direct: DirectSocket | None = None
 
     def reset(self) -> None:
         if not self._closed:
@@ -130,11 +130,15 @@ class Http1ResponseStream(ResponseStreamBase["Http1Protocol"]):
 
     def direct_socket(self) -> DirectSocket | None:
         """The connection's socket while this response streams chunked over cleartext TCP:
-        a group write (:mod:`ssegate.bindings.sse.fanout`) may send it whole chunks itself."""
+        a group write (:mod:`ssegate.bindings.sse.fanout`) may send it whole chunks itself. The
+        same one each time, so what was sent through it adds up."""
         transport = self._connection._transport
         if not self._chunked or self._ended or self._closed or transport is None:
             return None
-        return DirectSocket.of(transport)
+        direct = self._direct
+        if direct is None or direct.transport is not transport:
+            direct = self._direct = DirectSocket.of(transport)
+        return direct
 
     # -- written through the connection -------------------------------------------------------
 

@@ -46,7 +46,13 @@ from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.engine.exchange import HttpHandler, Request, ResponseStream, simple_response
+from ssegate.engine.exchange import (
+    DirectSocket,
+    HttpHandler,
+    Request,
+    ResponseStream,
+    simple_response,
+)
 from ssegate.guards import (
     CredentialsRejected,
     Guard,
@@ -73,13 +79,21 @@ class ObservedStream:
         self._request = request
         self._access = access
         self.status = 0
-        self.sent_bytes = 0
+        self._sent = 0
+        self._direct: DirectSocket | None = None
+        """The socket handed out for direct writes (one per response), whose bytes count too."""
         self.cors = True
         """False for answers that carry their own CORS headers (preflights)."""
 
     @property
     def headers_sent(self) -> bool:
         return self.status != 0
+
+    @property
+    def sent_bytes(self) -> int:
+        """Body bytes sent, through the stream and directly to its socket."""
+        direct = self._direct
+        return self._sent + (direct.sent if direct is not None else 0)
 
     def send_headers(
         self, status: int, headers: list[tuple[str, str]], *, end: bool = False
@@ -93,7 +107,7 @@ class ObservedStream:
     def send_data(self, data: bytes, *, end: bool = False) -> None:
         if not self.status:
             self.send_headers(200, [])
-        self.sent_bytes += len(data)
+        self._sent += len(data)
         self._stream.send_data(data, end=end)
 
     def reset(self) -> None:
@@ -116,6 +130,12 @@ class ObservedStream:
 
     def on_close(self, callback: Callable[[], None]) -> None:
         self._stream.on_close(callback)
+
+    def direct_socket(self) -> DirectSocket | None:
+        direct = self._stream.direct_socket()
+        if direct is not None:
+            self._direct = direct
+        return direct
 
     def on_drain(self, callback: Callable[[], None]) -> None:
         self._stream.on_drain(callback)

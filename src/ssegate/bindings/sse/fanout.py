@@ -19,7 +19,8 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   or any sink that is not a :class:`~ssegate.bindings.sse.server.DownstreamStream`.
 - A member written directly counts as written for the keep-alive and slow-client sweep, as
   :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
-  ``stream.data.sent`` (one increment per group write, not per stream).
+  ``stream.data.sent`` and in ``ssegate.sse.stream.data.direct`` (the part sent past the
+  streams: one increment each per group write, not per stream), and in the response's size.
 - The slow-client byte bound holds as for a stream alone: a member whose connection holds more
   than ``max-buffered`` after the write is dropped (reason ``bytes``). Every member that closed
   in a write is handed to the group's ``on_dropped`` after it, with the owner it was added with.
@@ -37,13 +38,13 @@ from typing import Generic, TypeVar
 from ssegate.bindings.sse.server import DownstreamStream, SseServer
 from ssegate.bindings.sse.source import EventCheck, SseSink
 from ssegate.bindings.tcp.fanout import send_to_all
+from ssegate.engine.exchange import DirectSocket
 from ssegate.sse_codec.encoder import encode_comment, encode_event
 
 Owner = TypeVar("Owner", bound=Hashable)
 
-_Member = tuple[SseSink, Owner, asyncio.Transport | None, int]
-"""``(sink, owner, transport, fd)``; ``transport`` is ``None`` for a member never written
-directly."""
+_Member = tuple[SseSink, Owner, DirectSocket | None]
+"""``(sink, owner, socket)``; ``socket`` is ``None`` for a member never written directly."""
 
 
 def chunk(data: bytes) -> bytes:
@@ -80,16 +81,12 @@ class SinkGroup(Generic[Owner]):
     def add(self, sink: SseSink, owner: Owner) -> None:
         """``sink`` (open) gets every write from now on; ``owner`` is what ``on_dropped`` is
         told if the sink closes in a write."""
-        transport: asyncio.Transport | None = None
-        fd = -1
+        direct: DirectSocket | None = None
         if isinstance(sink, DownstreamStream):
-            direct = getattr(sink._stream, "direct_socket", None)
-            socket = direct() if direct is not None else None
-            if socket is not None:
-                transport, fd = socket.transport, socket.fd
+            direct = sink.direct_socket()
             server = sink._server
             self._servers[server] = self._servers.get(server, 0) + 1
-        self._members[sink] = (sink, owner, transport, fd)
+        self._members[sink] = (sink, owner, direct)
 
     def discard(self, sink: SseSink) -> None:
         if self._members.pop(sink, None) is not None and isinstance(sink, DownstreamStream):
@@ -115,26 +112,26 @@ class SinkGroup(Generic[Owner]):
         transports: list[asyncio.Transport] = []
         direct: list[_Member[Owner]] = []
         alone: list[_Member[Owner]] = []
+        size = len(data)
         for member in self._members.values():
-            transport = member[2]
-            if (
-                transport is not None
-                and not transport.get_write_buffer_size()
-                and not transport.is_closing()
-            ):
-                fds.append(member[3])
-                transports.append(transport)
-                direct.append(member)
-                member[0]._wrote = True  # type: ignore[attr-defined]  # a DownstreamStream
-            else:
-                alone.append(member)
+            socket = member[2]
+            if socket is not None:
+                transport = socket.transport
+                if not transport.get_write_buffer_size() and not transport.is_closing():
+                    fds.append(socket.fd)
+                    transports.append(transport)
+                    direct.append(member)
+                    socket.sent += size
+                    member[0]._wrote = True  # type: ignore[attr-defined]  # a DownstreamStream
+                    continue
+            alone.append(member)
         dropped: list[Owner] = []
         if direct:
             framed = chunk(data)
             for index in send_to_all(framed, fds, transports):
                 self._check_behind(direct[index], dropped)
-            self._count_sent(direct, len(data))
-        for sink, owner, _, _ in alone:
+            self._count_sent(direct, size)
+        for sink, owner, _ in alone:
             sink.write_encoded(data)
             if sink.closed:
                 dropped.append(owner)
@@ -190,12 +187,12 @@ class SinkGroup(Generic[Owner]):
     def _count_sent(self, direct: list[_Member[Owner]], size: int) -> None:
         servers = self._servers
         if len(servers) == 1:
-            server = next(iter(servers))
-            server.metrics.inc("stream.data.sent", server.name, size * len(direct))
-            return
-        counts: dict[SseServer, int] = {}
-        for member in direct:
-            server = member[0]._server  # type: ignore[attr-defined]  # a DownstreamStream
-            counts[server] = counts.get(server, 0) + 1
+            counts = {next(iter(servers)): len(direct)}
+        else:
+            counts = {}
+            for member in direct:
+                server = member[0]._server  # type: ignore[attr-defined]  # a DownstreamStream
+                counts[server] = counts.get(server, 0) + 1
         for server, count in counts.items():
             server.metrics.inc("stream.data.sent", server.name, size * count)
+            server.metrics.inc("ssegate.sse.stream.data.direct", server.name, size * count)

@@ -61,7 +61,7 @@ from ssegate.bindings.sse.source import SSE_SOURCE, EventCheck, SseSource, Subsc
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.engine.exchange import DirectSocket, Request, ResponseStream, simple_response
 from ssegate.guards import Guard, Identity, answer_refusal
 from ssegate.guards.guarded import Guarded
 from ssegate.guards.streams import StreamAuthorization, keep_authorized
@@ -284,6 +284,11 @@ class DownstreamStream:
         if self._state == _PENDING:
             self.open()
         self._write(data)
+
+    def direct_socket(self) -> DirectSocket | None:
+        """The socket a group write may send this open stream's chunks to itself
+        (:mod:`ssegate.bindings.sse.fanout`), where its response has one."""
+        return self._stream.direct_socket() if self._state == _OPEN else None
 
     def comment(self, text: str = "") -> None:
         if self._state == _OPEN:

@@ -120,9 +120,8 @@ class Cohort:
 
     def _carry(self) -> None:
         subscription = self.leader.topic_subscription
-        carry = getattr(subscription, "carry", None)
-        if carry is not None:
-            carry(len(self.members))
+        if subscription is not None:
+            subscription.carry(len(self.members))
 
 
 class Cohorts:

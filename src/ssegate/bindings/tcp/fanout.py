@@ -5,14 +5,14 @@ to 10,000 connections costs 10,000 ``transport.write`` calls from Python. :func:
 hands the bytes and every connection's descriptor to :func:`ssegate.native.fanout.send_all`
 instead (one call, the sends made from C), and gives each transport only what its send left.
 
-:class:`DirectSocket` is what may be written this way: the socket of a cleartext TCP transport
-(never one under TLS, whose bytes must go through the TLS record layer in the transport).
-Rules, which keep every connection's bytes in order and never write to a socket not ours:
+A :class:`~ssegate.engine.exchange.DirectSocket` is what may be written this way: the socket of
+a cleartext TCP transport (never one under TLS, whose bytes must go through the TLS record layer
+in the transport). Rules, which keep every connection's bytes in order and never write to a
+socket not ours:
 
-- A socket is written directly only while its transport holds nothing
-  (:attr:`DirectSocket.writable`: the write buffer empty, libuv's write queue included, which
-  ``get_write_buffer_size`` counts). Its bytes then go exactly where ``transport.write`` would
-  have put them.
+- A socket is written directly only while its transport holds nothing (``writable``: the write
+  buffer empty, libuv's write queue included, which ``get_write_buffer_size`` counts). Its
+  bytes then go exactly where ``transport.write`` would have put them.
 - A closing transport is never written directly: it may have closed its descriptor already,
   and the kernel may have given that number to a new connection.
 - What a send did not take (a short write, ``EAGAIN``) goes to ``transport.write``, queued
@@ -25,38 +25,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import cast
 
 from ssegate.native import fanout
 from ssegate.native.fanout import SendAll
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class DirectSocket:
-    """A cleartext TCP transport and its descriptor, for :func:`send_to_all`."""
-
-    fd: int
-    transport: asyncio.Transport
-
-    @classmethod
-    def of(cls, transport: asyncio.BaseTransport) -> DirectSocket | None:
-        """``transport``'s socket, when bytes may go to it directly (cleartext, open)."""
-        if transport.is_closing() or transport.get_extra_info("ssl_object") is not None:
-            return None
-        sock = transport.get_extra_info("socket")
-        fileno = getattr(sock, "fileno", None)
-        fd = fileno() if fileno is not None else -1
-        if not isinstance(fd, int) or fd < 0:
-            return None
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        return cls(fd, cast(asyncio.Transport, transport))
-
-    @property
-    def writable(self) -> bool:
-        """Nothing is queued in the transport and it is open: a direct write keeps the order."""
-        transport = self.transport
-        return not transport.get_write_buffer_size() and not transport.is_closing()
 
 
 def send_to_all(
@@ -66,7 +37,7 @@ def send_to_all(
     send: SendAll | None = None,
 ) -> list[int]:
     """Write ``data`` to every descriptor of ``fds`` (each the socket of the transport at the
-    same index, :attr:`DirectSocket.writable` now) with one ``send_all`` call, then give each
+    same index, ``DirectSocket.writable`` now) with one ``send_all`` call, then give each
     transport what its send left. Returns the indexes of the transports that now hold part of
     ``data`` (their connection is behind: its slow-client bound is for the caller to check).
     """

@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import socket
 import struct
+from typing import Protocol, runtime_checkable
 
 SIOCOUTQNSD = 0x894B
 """Linux: bytes in a socket's send queue not yet sent (``linux/sockios.h``)."""
@@ -28,9 +29,18 @@ _LINGER_NOW = struct.pack("ii", 1, 0)
 _INT = struct.Struct("i")
 
 
-def _socket(transport: asyncio.BaseTransport) -> socket.socket | None:
+@runtime_checkable
+class _Socket(Protocol):
+    """A transport's ``socket`` extra info: a socket, or asyncio's or uvloop's wrapper of one."""
+
+    def fileno(self) -> int: ...
+
+    def setsockopt(self, level: int, option: int, value: bytes, /) -> None: ...
+
+
+def _socket(transport: asyncio.BaseTransport) -> _Socket | None:
     sock = transport.get_extra_info("socket")
-    return sock if sock is not None and hasattr(sock, "fileno") else None
+    return sock if isinstance(sock, _Socket) else None
 
 
 def unsent_bytes(transport: asyncio.BaseTransport) -> int:
