@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import ssl
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -156,7 +157,7 @@ class FilesystemVault:
         _write_private(keyfile, key_pem)
         return certfile, keyfile
 
-    def load_key_into(self, context: Any, alias: str, *, path: str = "") -> None:
+    def load_key_into(self, context: ssl.SSLContext, alias: str, *, path: str = "") -> None:
         """``context.load_cert_chain`` with entry ``alias``; no file outlives the call."""
         passphrase = secrets.token_hex(16).encode()
         with tempfile.TemporaryDirectory(prefix="ssegate-key-") as directory:

@@ -4,9 +4,11 @@ chains, and trusted certificates. The ``filesystem`` vault is one implementation
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    import ssl
+
     from ssegate.vaults.filesystem import KeyEntry
 
 
@@ -23,5 +25,5 @@ class Vault(Protocol):
     def trust_pem(self, aliases: Sequence[str] | None = None, *, path: str = "") -> str:
         """The chosen trusted certificates (all without ``aliases``) as one PEM text."""
 
-    def load_key_into(self, context: Any, alias: str, *, path: str = "") -> None:
+    def load_key_into(self, context: ssl.SSLContext, alias: str, *, path: str = "") -> None:
         """Load entry ``alias`` (key and chain) into an ``ssl.SSLContext``."""

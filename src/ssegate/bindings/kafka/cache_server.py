@@ -52,7 +52,6 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ssegate.bindings.kafka.client import KafkaClient
 from ssegate.bindings.kafka.fetch_events import (
@@ -226,7 +225,7 @@ class KafkaCacheServer:
 
     # -- hooks the feeds call ------------------------------------------------------------------
 
-    def _schedule(self, step: Any) -> None:
+    def _schedule(self, step: Callable[[], object]) -> None:
         assert self._loop is not None
         self._loop.call_soon(step)
 
