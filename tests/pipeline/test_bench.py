@@ -14,6 +14,7 @@ def test_pipeline_bench_reports_rates_and_latency_with_a_micro_batch_and_a_conti
     results = run(
         30_000,
         1,
+        validations=("python", "jvm"),
         triggers=("0 seconds", "continuous 1 second"),
         latency_seconds=2.0,
         latency_rate=100,
@@ -25,6 +26,7 @@ def test_pipeline_bench_reports_rates_and_latency_with_a_micro_batch_and_a_conti
     stateless = results["stateless"]["runs"][0]
     # 11 of every 250 readings are at or below 16 °C: the bench's `where` drops them.
     assert stateless["sink_records"] == 28_680
+    assert results["stateless_jvm"]["runs"][0]["sink_records"] == 28_680
     assert results["stateless"]["median_records_per_s"] > 0
     assert stateless["batches"][0]["rows"] == 30_000
     assert 0 <= stateless["machine_busy_share"] <= 1

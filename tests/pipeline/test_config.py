@@ -56,6 +56,8 @@ def test_the_example_pipeline_parses_with_paths_relative_to_its_file() -> None:
         (lambda d: d["sinks"]["alerts"].update({"trigger": "soon"}), "sinks.alerts.trigger",
          "is not a trigger"),
         (lambda d: d.update({"trigger": "real-time never"}), "trigger", "not a duration"),
+        (lambda d: d["sources"]["readings"].update({"validate": "gpu"}),
+         "sources.readings.validate", "expected python or jvm"),
     ],
 )  # fmt: skip
 def test_a_mistake_is_reported_at_its_yaml_path(edit: Any, path: str, words: str) -> None:

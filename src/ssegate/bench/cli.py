@@ -213,8 +213,8 @@ def add_bench_parser(commands: Any) -> None:
         help="a Kafka source option, e.g. maxOffsetsPerTrigger=100000",
     )  # fmt: skip
     pipeline.add_argument(
-        "--validation", default="jvm", metavar="LIST",
-        help="where records are checked, comma-separated: jvm (default), python",
+        "--validation", default="python,jvm", metavar="LIST",
+        help="where records are checked, comma-separated: python (the model), jvm",
     )  # fmt: skip
     pipeline.add_argument("--cases", default="stateless,windowed", metavar="LIST")
     pipeline.add_argument(

@@ -16,6 +16,7 @@ A pipeline file declares where records come from, how they are checked and what 
         event_time: ts
         watermark: 5 seconds
         dead_letter: sensors.dead-letter
+        validate: python                # or jvm: Spark expressions from the schema
     sinks:
       alerts:
         from: readings
@@ -106,6 +107,12 @@ class Source:
     event_time: str | None
     watermark: str | None
     dead_letter: str | None
+    validate: str = "python"
+    """Where records are checked: ``python`` (the model, in an Arrow UDF) or ``jvm`` (Spark
+    expressions derived from the model, where they can say what it says)."""
+
+
+VALIDATE_IN = ("python", "jvm")
 
 
 @dataclass(frozen=True)
@@ -231,7 +238,7 @@ def duration_seconds(text: str) -> float:
 def _source(name: str, data: object, path: str) -> Source:
     raw = _mapping(data, path)
     _only(raw, path, {"kafka", "generator", "model", "fields", "event_time", "watermark",
-                      "dead_letter"})  # fmt: skip
+                      "dead_letter", "validate"})  # fmt: skip
     kafka = generator = None
     if ("kafka" in raw) == ("generator" in raw):
         raise ConfigError(path, "declare exactly one of 'kafka' or 'generator'")
@@ -252,7 +259,12 @@ def _source(name: str, data: object, path: str) -> Source:
     if (event_time is None) != (watermark is None):
         raise ConfigError(path, "'event_time' and 'watermark' go together")
     dead_letter = _optional_topic(raw.get("dead_letter"), f"{path}.dead_letter")
-    return Source(name, kafka, generator, model, fields, event_time, watermark, dead_letter)
+    validate = _text(raw.get("validate", "python"), f"{path}.validate")
+    if validate not in VALIDATE_IN:
+        raise ConfigError(f"{path}.validate", "expected python or jvm")
+    return Source(
+        name, kafka, generator, model, fields, event_time, watermark, dead_letter, validate
+    )
 
 
 def _kafka_input(data: object, path: str) -> KafkaInput:

@@ -74,12 +74,12 @@ def build_outputs(
     bootstrap: str,
     checkpoint: Path,
     *,
-    jvm: bool = True,
+    validate: str | None = None,
     trigger: Trigger = None,
 ) -> list[Output]:
     """Every query of the pipeline, built and analysed; a bad expression is a ConfigError.
-    ``jvm=False`` validates every record with the model in Python (for comparison);
-    ``trigger`` is the one :func:`start_pipeline` is given for every query."""
+    ``validate`` (``python``, ``jvm``) replaces every source's own; ``trigger`` is the one
+    :func:`start_pipeline` is given for every query."""
     catalogs = CatalogSet(
         {
             name: build_catalog(component, lambda p: str(pipeline.base / p))
@@ -93,6 +93,7 @@ def build_outputs(
         topic = source.kafka.topic if source.kafka else None
         model = build_record_model(source.model, f"sources.{name}.model", catalogs, topic)
         python = not _low_latency(pipeline, name, trigger)
+        jvm = (validate or source.validate) == "jvm"
         checked[name] = checked_records(spark, source, model, bootstrap, jvm=jvm, python=python)
         rows[name] = _analysed(partial(valid_rows, checked[name], source), f"sources.{name}.fields")
         if source.dead_letter:
@@ -131,12 +132,14 @@ def start_pipeline(
     bootstrap: str | None = None,
     checkpoint: Path | None = None,
     trigger: Trigger = None,
-    jvm: bool = True,
+    validate: str | None = None,
 ) -> list[StreamingQuery]:
     """Create missing topics and start every query of the pipeline."""
     bootstrap = bootstrap or pipeline.bootstrap
     checkpoint = checkpoint or pipeline.checkpoint
-    outputs = build_outputs(spark, pipeline, bootstrap, checkpoint, jvm=jvm, trigger=trigger)
+    outputs = build_outputs(
+        spark, pipeline, bootstrap, checkpoint, validate=validate, trigger=trigger
+    )
     ensure_topics(bootstrap, _topic_specs(pipeline))
     queries: list[StreamingQuery] = []
     try:

@@ -2,10 +2,12 @@
 
 :func:`checked_records` reads a source (Kafka or the generator) and checks every value, adding
 two columns: ``_reason`` (why the record is invalid, else null) and ``_record`` (its declared
-``fields``). Where Spark can check what the model checks (:func:`~ssegate.pipeline.validation.
-jvm_plan`), it does so in the JVM (:mod:`ssegate.pipeline.jvm_checks`); otherwise every value
-goes through the source's :class:`~ssegate.pipeline.validation.RecordModel` in an Arrow UDF
-that sees only the value, and Spark parses the JSON text it returns.
+``fields``). By default every value goes through the source's
+:class:`~ssegate.pipeline.validation.RecordModel` in an Arrow UDF that sees only the value, and
+Spark parses the JSON text it returns. With ``validate: jvm``, or under a continuous or
+real-time trigger, and where Spark can check what the model checks
+(:func:`~ssegate.pipeline.validation.jvm_plan`), Spark does it itself
+(:mod:`ssegate.pipeline.jvm_checks`, :mod:`ssegate.pipeline.jvm_avro`).
 :func:`valid_rows` keeps the valid ones: their declared ``fields`` plus the Kafka metadata
 ``_key`` (string), ``_topic``, ``_partition``, ``_offset`` and ``_timestamp``, with the source's
 watermark on its ``event_time`` column. :func:`dead_letters` turns the invalid ones into Kafka
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING
 
 from ssegate.pipeline.config import Source
 from ssegate.pipeline.generator import generated_records
+from ssegate.pipeline.jvm_avro import checked_avro_in_jvm
 from ssegate.pipeline.jvm_checks import checked_in_jvm, judged_columns, python_checks
-from ssegate.pipeline.validation import RecordModel, jvm_plan
+from ssegate.pipeline.validation import AvroInJvm, JsonInJvm, RecordModel, jvm_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -58,15 +61,19 @@ def checked_records(
     jvm: bool = True,
     python: bool = True,
 ) -> DataFrame:
-    """Raw records plus ``_reason`` and ``_record``: in the JVM where it can (and ``jvm``),
-    else with the model in Python. ``python=False``: no Python at all (continuous and
-    real-time triggers; :func:`~ssegate.pipeline.jvm_checks.checked_in_jvm`)."""
+    """Raw records plus ``_reason`` and ``_record``: with ``jvm`` in the JVM where it can, else
+    with the model in Python. ``python=False`` (continuous and real-time triggers): in the JVM
+    without any Python (:func:`~ssegate.pipeline.jvm_checks.checked_in_jvm`)."""
     from pyspark.sql import functions as F
 
     raw = raw_records(spark, source, bootstrap)
     plan = jvm_plan(model, f"sources.{source.name}.model") if jvm or not python else None
-    if plan is not None:
+    if isinstance(plan, JsonInJvm):
         return checked_in_jvm(raw, plan, source.fields, model, python=python)
+    if isinstance(plan, AvroInJvm):
+        checked = checked_avro_in_jvm(raw, plan, source.fields, model, python=python)
+        if checked is not None:
+            return checked
     judged = python_checks(model)(F.col("value"))
     record = F.from_json(judged["text"], source.fields)
     return judged_columns(raw, raw.columns, judged["reason"], record)

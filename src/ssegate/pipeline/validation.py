@@ -7,10 +7,12 @@ then parses into the source's declared ``fields``: the gateway's own models
 (:func:`ssegate.models.build_model`: ``json``, ``avro`` and ``protobuf`` with ``view: json``,
 ``string``), so a record the pipeline lets through is one the gateway accepts.
 
-:func:`jvm_plan` says whether Spark can do the same checks itself
-(:mod:`ssegate.pipeline.jvm_checks`): for a ``json`` model whose schema uses only what
-:mod:`ssegate.pipeline.json_checks` turns into Spark expressions, for ``json`` without a catalog
-and for a source without a model. Every other source keeps the Python path for all its records.
+:func:`jvm_plan` says whether Spark can do the same checks itself: for a ``json`` model whose
+schema uses only what :mod:`ssegate.pipeline.json_checks` turns into Spark expressions, for
+``json`` without a catalog and for a source without a model (:mod:`ssegate.pipeline.jvm_checks`),
+and for ``avro`` with ``view: json`` (:mod:`ssegate.pipeline.jvm_avro`, Spark's ``from_avro``).
+Every other source (``protobuf``, ``string``, ``avro`` without a view, a JSON Schema with a
+Python-only keyword) keeps the Python path for all its records.
 
 :func:`check_values` is the Python step over a batch of values, as the Spark job calls it from
 its Arrow UDF: pure Python, testable without Spark.
@@ -24,14 +26,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ssegate.catalogs import CatalogSet
-from ssegate.models import JsonModel, build_model
+from ssegate.models import AvroModel, JsonModel, build_model
 from ssegate.models.json_model import FRAMED_WITHOUT_CATALOG
 from ssegate.pipeline.json_checks import NotInJvm, ObjectChecks, plan_checks
 from ssegate.telemetry.log import event
 
 MAX_REASON = 200
 TOMBSTONE = "no value (tombstone)"
-__all__ = ["FRAMED_WITHOUT_CATALOG", "TOMBSTONE", "JsonInJvm", "RecordModel", "jvm_plan"]
+__all__ = [
+    "FRAMED_WITHOUT_CATALOG", "TOMBSTONE", "AvroInJvm", "JsonInJvm", "RecordModel", "jvm_plan",
+]  # fmt: skip
 
 
 class RecordModel(Protocol):
@@ -66,12 +70,23 @@ class JsonInJvm:
         return self.schema_id is not None
 
 
-def jvm_plan(model: RecordModel, path: str = "") -> JsonInJvm | None:
+@dataclass(frozen=True)
+class AvroInJvm:
+    """How Spark reads an ``avro`` source itself (:mod:`ssegate.pipeline.jvm_avro`)."""
+
+    schema_text: str
+    schema_id: int
+
+
+def jvm_plan(model: RecordModel, path: str = "") -> JsonInJvm | AvroInJvm | None:
     """How Spark can check what ``model`` checks, or ``None``: the Python path for every record
     (other models, or a schema with a keyword :mod:`~ssegate.pipeline.json_checks` lists as
     Python-only; logged with the keyword)."""
     if isinstance(model, JsonObjects):
         return JsonInJvm(None, objects_only=True)
+    if isinstance(model, AvroModel) and model.view == "json":
+        configured = model.schemas.schema
+        return AvroInJvm(configured.text, configured.id)
     if not isinstance(model, JsonModel):
         return None
     if model.schemas is None:
