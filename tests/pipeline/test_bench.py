@@ -8,13 +8,14 @@ from ssegate_lab.bench.pipeline import run
 from ssegate_lab.broker import BrokerInfo
 
 
-def test_pipeline_bench_reports_rates_latency_and_the_continuous_trigger_verdict(
+def test_pipeline_bench_reports_rates_and_latency_with_a_micro_batch_and_a_continuous_trigger(
     spark: SparkSession, kafka_broker: BrokerInfo
 ) -> None:
     results = run(
         30_000,
         1,
-        triggers=(0.0,),
+        validations=("python", "jvm"),
+        triggers=("0 seconds", "continuous 1 second"),
         latency_seconds=2.0,
         latency_rate=100,
         spark=spark,
@@ -25,16 +26,18 @@ def test_pipeline_bench_reports_rates_latency_and_the_continuous_trigger_verdict
     stateless = results["stateless"]["runs"][0]
     # 11 of every 250 readings are at or below 16 °C: the bench's `where` drops them.
     assert stateless["sink_records"] == 28_680
+    assert results["stateless_jvm"]["runs"][0]["sink_records"] == 28_680
     assert results["stateless"]["median_records_per_s"] > 0
     assert stateless["batches"][0]["rows"] == 30_000
     assert 0 <= stateless["machine_busy_share"] <= 1
+    assert len(stateless["load_1m"]) == 2
     # 3 event seconds, 100 devices, a 1 s watermark: only the first second's windows closed.
     assert results["windowed"]["runs"][0]["sink_records"] == 100
     latency = results["latency"]["trigger_0"]
     assert latency["received"] >= 100
     assert 0 < latency["p50_ms"] <= latency["p99_ms"]
-    continuous = results["latency"]["continuous"]
-    assert continuous == {
-        "supported": False,
-        "reason": "Continuous processing does not support MapInArrow operations.;",
-    }
+    assert latency["cdf_ms"]["50"] == latency["p50_ms"]
+    continuous = results["latency"]["continuous_1s"]
+    # continuous mode runs the JVM checks without their Python fallback
+    assert continuous["supported"] is True
+    assert continuous["received"] >= 100

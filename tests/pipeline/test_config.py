@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ssegate.config.errors import ConfigError
-from ssegate.pipeline.config import load_pipeline, parse_pipeline
+from ssegate.pipeline.config import DEFAULT_TRIGGER, Trigger, load_pipeline, parse_pipeline
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "pipeline" / "sensors.yaml"
 
@@ -53,6 +53,11 @@ def test_the_example_pipeline_parses_with_paths_relative_to_its_file() -> None:
          "sinks.events", "at most one of 'window' or 'latest'"),
         (lambda d: d["sinks"]["alerts"].update({"colour": "red"}), "sinks.alerts.colour",
          "unknown property"),
+        (lambda d: d["sinks"]["alerts"].update({"trigger": "soon"}), "sinks.alerts.trigger",
+         "is not a trigger"),
+        (lambda d: d.update({"trigger": "real-time never"}), "trigger", "not a duration"),
+        (lambda d: d["sources"]["readings"].update({"validate": "gpu"}),
+         "sources.readings.validate", "expected python or jvm"),
     ],
 )  # fmt: skip
 def test_a_mistake_is_reported_at_its_yaml_path(edit: Any, path: str, words: str) -> None:
@@ -72,3 +77,18 @@ def test_a_window_over_a_source_without_event_time_is_refused() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_pipeline(data)
     assert caught.value.path == "sinks.events.window"
+
+
+def test_triggers_are_the_pipeline_s_unless_a_sink_names_its_own() -> None:
+    data = _example()
+    data["trigger"] = "250 milliseconds"
+    data["sinks"]["alerts"]["trigger"] = "continuous 1 second"
+    data["sinks"]["readings"]["trigger"] = "real-time 5 seconds"
+    data["sinks"]["events"]["trigger"] = "0 seconds"
+    pipeline = parse_pipeline(data)
+    assert pipeline.trigger == Trigger("interval", 0.25)
+    assert pipeline.sinks["alerts"].trigger == Trigger("continuous", 1)
+    assert pipeline.sinks["readings"].trigger == Trigger("real-time", 5)
+    assert pipeline.sinks["events"].trigger == Trigger("interval", 0)
+    assert pipeline.sinks["devices"].trigger is None
+    assert parse_pipeline(_example()).trigger == DEFAULT_TRIGGER

@@ -39,11 +39,13 @@ class Topics:
     devices: str
 
 
-def sensors(topics: Topics, checkpoint: Path, bootstrap: str) -> Pipeline:
-    return parse_pipeline(sensors_document(topics, checkpoint, bootstrap))
+def sensors(topics: Topics, checkpoint: Path, bootstrap: str, validate: str = "python") -> Pipeline:
+    return parse_pipeline(sensors_document(topics, checkpoint, bootstrap, validate))
 
 
-def sensors_document(topics: Topics, checkpoint: Path, bootstrap: str) -> dict[str, Any]:
+def sensors_document(
+    topics: Topics, checkpoint: Path, bootstrap: str, validate: str = "python"
+) -> dict[str, Any]:
     """The pipeline file of :func:`sensors`, as YAML loads it."""
     return {
         "name": "sensors-test",
@@ -58,6 +60,7 @@ def sensors_document(topics: Topics, checkpoint: Path, bootstrap: str) -> dict[s
             "event_time": "ts",
             "watermark": "5 seconds",
             "dead_letter": topics.dead,
+            "validate": validate,
         }},
         "sinks": {
             "events": {
@@ -105,13 +108,18 @@ SECOND_HALF = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["python", "jvm"])
 def outcome(
-    spark: SparkSession, kafka_broker: BrokerInfo, tmp_path_factory: pytest.TempPathFactory
+    spark: SparkSession,
+    kafka_broker: BrokerInfo,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> dict[str, list[KafkaMessage]]:
-    """The pipeline run on the first half, stopped, restarted on its checkpoint for the rest."""
+    """The pipeline run on the first half, stopped, restarted on its checkpoint for the rest;
+    its records checked by the model in Python, then by Spark's own expressions."""
     topics = Topics(*(unique(n) for n in ("raw", "dead", "events", "alerts", "devices")))
-    pipeline = sensors(topics, tmp_path_factory.mktemp("checkpoint"), kafka_broker.bootstrap)
+    checkpoint = tmp_path_factory.mktemp("checkpoint")
+    pipeline = sensors(topics, checkpoint, kafka_broker.bootstrap, request.param)
     produce(kafka_broker.bootstrap, topics.raw, FIRST_HALF)
     run_to_end(spark, pipeline)
     produce(kafka_broker.bootstrap, topics.raw, SECOND_HALF)

@@ -118,7 +118,7 @@ STEPS: dict[str, Step] = {
         Step("kafka", "the Kafka broker's jars from Maven Central", _kafka, demo=True),
         Step(
             "spark-connector",
-            "Spark's Kafka connector jars from Maven Central",
+            "Spark's Kafka connector and Avro jars from Maven Central",
             _spark_connector,
             demo=True,
         ),

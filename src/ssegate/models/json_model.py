@@ -21,6 +21,7 @@ from ssegate.catalogs import CatalogError, CatalogSet, Schema
 from ssegate.models.schemas import CompiledSchemas, configured_ref, split_frame
 
 MAX_REASON = 200
+FRAMED_WITHOUT_CATALOG = "starts with byte 0: Confluent-framed JSON needs a catalog"
 
 
 def compile_json_schema(schema: Schema) -> jsonschema_rs.Validator:
@@ -57,7 +58,7 @@ class JsonModel:
         framed = split_frame(data)
         if framed is not None:
             if self.schemas is None:
-                return "starts with byte 0: Confluent-framed JSON needs a catalog"
+                return FRAMED_WITHOUT_CATALOG
             schema_id, data = framed
             try:
                 validator = self.schemas.by_id(schema_id)

@@ -52,7 +52,7 @@ def add_pipeline_parser(commands: Any) -> None:
         "--trigger",
         type=float,
         metavar="SECONDS",
-        help="one micro-batch every SECONDS (default: back to back)",
+        help="one micro-batch every SECONDS for every query (default: the file's trigger)",
     )
     run.add_argument(
         "--available-now", action="store_true", help="process what the sources hold now, then exit"
@@ -76,7 +76,7 @@ def _check(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from pyspark.errors import PySparkException
 
-    from ssegate.pipeline.job import Trigger, start_pipeline
+    from ssegate.pipeline.job import Trigger, batch_interval, start_pipeline
     from ssegate.pipeline.session import spark_session
 
     pipeline = load_pipeline(args.config)
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         status = 1
     finally:
         print(f"ssegate: pipeline {pipeline.name} stopping", flush=True)
-        stop_between_batches(queries, args.trigger)
+        stop_between_batches(queries, batch_interval(pipeline, trigger))
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         event("pipeline.stopped", pipeline=pipeline.name, status=status)

@@ -8,6 +8,11 @@ the watermark, emitted once per window when the watermark passes its end: output
 ``latest`` (:mod:`ssegate.pipeline.latest`, output mode update) or nothing; then the Kafka
 record: ``key``, a JSON ``value`` of the ``select`` expressions, and ``headers``.
 
+Each query runs with its sink's ``trigger``, else the pipeline's (:class:`~ssegate.pipeline.
+config.Trigger`), unless :func:`start_pipeline` is given one for all. Spark's continuous and
+real-time modes run only stateless queries: a window or ``latest`` sink with one fails to start
+with a ConfigError at its ``trigger`` path.
+
 Spark's Kafka sink is at-least-once: after a crash, or a task retried because its executor was
 lost, part of a micro-batch may be written again. Every record therefore carries an
 ``ssegate-id`` header that depends on the input alone: the sink's name and the input record's
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from ssegate.catalogs import CatalogSet, build_catalog
 from ssegate.config.errors import ConfigError
 from ssegate.pipeline.config import Pipeline, Sink, Source, Window
+from ssegate.pipeline.config import Trigger as TriggerSpec
 from ssegate.pipeline.latest import latest_per_key
 from ssegate.pipeline.records import (
     checked_records,
@@ -50,9 +56,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 Built = TypeVar("Built")
-Trigger = Literal["available_now"] | float | None
-"""``available_now``: process what is there, then stop; seconds: one micro-batch per interval;
-``None``: the next micro-batch as soon as the last one ends."""
+Trigger = Literal["available_now"] | float | TriggerSpec | None
+"""For every query, instead of the file's: ``available_now``: process what is there, then stop;
+seconds: one micro-batch per interval (0: back to back); ``None``: each query's own."""
 
 
 @dataclass(frozen=True)
@@ -66,12 +72,21 @@ class Output:
     checkpoint: Path
     path: str
     """The YAML path of what the query comes from."""
+    trigger: TriggerSpec
 
 
 def build_outputs(
-    spark: SparkSession, pipeline: Pipeline, bootstrap: str, checkpoint: Path
+    spark: SparkSession,
+    pipeline: Pipeline,
+    bootstrap: str,
+    checkpoint: Path,
+    *,
+    validate: str | None = None,
+    trigger: Trigger = None,
 ) -> list[Output]:
-    """Every query of the pipeline, built and analysed; a bad expression is a ConfigError."""
+    """Every query of the pipeline, built and analysed; a bad expression is a ConfigError.
+    ``validate`` (``python``, ``jvm``) replaces every source's own; ``trigger`` is the one
+    :func:`start_pipeline` is given for every query."""
     catalogs = CatalogSet(
         {
             name: build_catalog(component, lambda p: str(pipeline.base / p))
@@ -84,7 +99,9 @@ def build_outputs(
     for name, source in pipeline.sources.items():
         topic = source.kafka.topic if source.kafka else None
         model = build_record_model(source.model, f"sources.{name}.model", catalogs, topic)
-        checked[name] = checked_records(spark, source, model, bootstrap)
+        python = not _low_latency(pipeline, name, trigger)
+        jvm = (validate or source.validate) == "jvm"
+        checked[name] = checked_records(spark, source, model, bootstrap, jvm=jvm, python=python)
         rows[name] = _analysed(partial(valid_rows, checked[name], source), f"sources.{name}.fields")
         if source.dead_letter:
             outputs.append(
@@ -95,6 +112,7 @@ def build_outputs(
                     mode="append",
                     checkpoint=checkpoint / f"{name}.dead-letter",
                     path=f"sources.{name}.dead_letter",
+                    trigger=pipeline.trigger,
                 )
             )
     for name, sink in pipeline.sinks.items():
@@ -108,6 +126,7 @@ def build_outputs(
                 mode,
                 checkpoint / name,
                 f"sinks.{name}",
+                sink.trigger or pipeline.trigger,
             )
         )
     return outputs
@@ -120,11 +139,14 @@ def start_pipeline(
     bootstrap: str | None = None,
     checkpoint: Path | None = None,
     trigger: Trigger = None,
+    validate: str | None = None,
 ) -> list[StreamingQuery]:
     """Create missing topics and start every query of the pipeline."""
     bootstrap = bootstrap or pipeline.bootstrap
     checkpoint = checkpoint or pipeline.checkpoint
-    outputs = build_outputs(spark, pipeline, bootstrap, checkpoint)
+    outputs = build_outputs(
+        spark, pipeline, bootstrap, checkpoint, validate=validate, trigger=trigger
+    )
     ensure_topics(bootstrap, _topic_specs(pipeline))
     queries: list[StreamingQuery] = []
     try:
@@ -137,21 +159,62 @@ def start_pipeline(
     return queries
 
 
-def _start(output: Output, bootstrap: str, trigger: Trigger) -> StreamingQuery:
+def _low_latency(pipeline: Pipeline, source: str, override: Trigger) -> bool:
+    """Whether a query reading ``source`` runs continuous or real-time: then the source's
+    checks are built of JVM operators only, for every query reading it (the dead-letter
+    query must judge each record as the sinks do)."""
+    own = [s.trigger or pipeline.trigger for s in pipeline.sinks.values() if s.source == source]
+    triggers = [_as_spec(override, t) for t in (*own, pipeline.trigger)]
+    return any(t.kind in ("continuous", "real-time") for t in triggers)
+
+
+def effective_trigger(output: Output, override: Trigger) -> TriggerSpec:
+    """The trigger a query runs with: ``override`` (the command line's), else its own."""
+    return _as_spec(override, output.trigger)
+
+
+def _as_spec(override: Trigger, own: TriggerSpec) -> TriggerSpec:
+    if override is None:
+        return own
+    if isinstance(override, TriggerSpec):
+        return override
+    if override == "available_now":
+        return TriggerSpec("available-now")
+    return TriggerSpec("interval", float(override))
+
+
+def batch_interval(pipeline: Pipeline, override: Trigger) -> float | None:
+    """The pipeline's micro-batch interval in seconds (what a stop waits between), if any."""
+    if override is not None and not isinstance(override, TriggerSpec):
+        return None if override == "available_now" else float(override) or None
+    trigger = override or pipeline.trigger
+    return trigger.seconds or None if trigger.kind == "interval" else None
+
+
+def _start(output: Output, bootstrap: str, override: Trigger) -> StreamingQuery:
     from pyspark.errors import PySparkException
 
+    trigger = effective_trigger(output, override)
+    mode = output.mode
+    if trigger.kind == "real-time" and mode == "append":
+        mode = "update"  # what real-time mode asks for; the same rows for a stateless query
     writer = (
         output.records.writeStream.format("kafka")
         .queryName(output.name)
-        .outputMode(output.mode)
+        .outputMode(mode)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", output.topic)
         .option("checkpointLocation", str(output.checkpoint))
     )
-    if trigger == "available_now":
+    seconds = f"{trigger.seconds:g} seconds"
+    if trigger.kind == "available-now":
         writer = writer.trigger(availableNow=True)
-    elif trigger is not None:
-        writer = writer.trigger(processingTime=f"{trigger} seconds")
+    elif trigger.kind == "continuous":
+        writer = writer.trigger(continuous=seconds)
+    elif trigger.kind == "real-time":
+        writer = writer.trigger(realTime=seconds)  # type: ignore[call-overload]  # 4.1's stubs lag
+    else:
+        writer = writer.trigger(processingTime=seconds)
     try:
         query = writer.start()
     except PySparkException as exc:
@@ -161,6 +224,7 @@ def _start(output: Output, bootstrap: str, trigger: Trigger) -> StreamingQuery:
         query=output.name,
         topic=output.topic,
         checkpoint=output.checkpoint,
+        trigger=f"{trigger.kind} {trigger.seconds:g}s",
     )
     return query
 

@@ -1,9 +1,14 @@
 """From a source to checked rows: read, validate with the source's model, parse its fields.
 
-:func:`checked_records` reads a source (Kafka or the generator) and runs every value through the
-source's :class:`~ssegate.pipeline.validation.RecordModel` in an Arrow batch UDF, adding two
-columns: ``_reason`` (why the record is invalid, else null) and ``_text`` (its JSON text).
-:func:`valid_rows` parses the valid ones into the declared ``fields`` plus the Kafka metadata
+:func:`checked_records` reads a source (Kafka or the generator) and checks every value, adding
+two columns: ``_reason`` (why the record is invalid, else null) and ``_record`` (its declared
+``fields``). By default every value goes through the source's
+:class:`~ssegate.pipeline.validation.RecordModel` in an Arrow UDF that sees only the value, and
+Spark parses the JSON text it returns. With ``validate: jvm``, or under a continuous or
+real-time trigger, and where Spark can check what the model checks
+(:func:`~ssegate.pipeline.validation.jvm_plan`), Spark does it itself
+(:mod:`ssegate.pipeline.jvm_checks`, :mod:`ssegate.pipeline.jvm_avro`).
+:func:`valid_rows` keeps the valid ones: their declared ``fields`` plus the Kafka metadata
 ``_key`` (string), ``_topic``, ``_partition``, ``_offset`` and ``_timestamp``, with the source's
 watermark on its ``event_time`` column. :func:`dead_letters` turns the invalid ones into Kafka
 records carrying the original key, value and headers, and headers naming why and where from.
@@ -16,12 +21,13 @@ that a record written again (Spark's Kafka sink is at-least-once) is known by it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ssegate.pipeline.config import Source
 from ssegate.pipeline.generator import generated_records
-from ssegate.pipeline.validation import RecordModel, check_values
+from ssegate.pipeline.jvm_avro import checked_avro_in_jvm
+from ssegate.pipeline.jvm_checks import checked_in_jvm, judged_columns, python_checks
+from ssegate.pipeline.validation import AvroInJvm, JsonInJvm, RecordModel, jvm_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -53,31 +59,30 @@ def raw_records(spark: SparkSession, source: Source, bootstrap: str) -> DataFram
 
 
 def checked_records(
-    spark: SparkSession, source: Source, model: RecordModel, bootstrap: str
+    spark: SparkSession,
+    source: Source,
+    model: RecordModel,
+    bootstrap: str,
+    *,
+    jvm: bool = True,
+    python: bool = True,
 ) -> DataFrame:
-    """Raw records plus ``_reason`` and ``_text``, from the model, batch by batch."""
-    from pyspark.sql.types import StringType, StructField, StructType
+    """Raw records plus ``_reason`` and ``_record``: with ``jvm`` in the JVM where it can, else
+    with the model in Python. ``python=False`` (continuous and real-time triggers): in the JVM
+    without any Python (:func:`~ssegate.pipeline.jvm_checks.checked_in_jvm`)."""
+    from pyspark.sql import functions as F
 
     raw = raw_records(spark, source, bootstrap)
-    schema = StructType(
-        [
-            *raw.schema.fields,
-            StructField("_reason", StringType()),
-            StructField("_text", StringType()),
-        ]
-    )
-
-    def check(batches: Iterable[Any]) -> Iterator[Any]:  # pyarrow.RecordBatch both ways
-        import pyarrow as pa  # type: ignore[import-untyped]  # no stubs installed
-
-        for batch in batches:
-            reasons, texts = check_values(model, batch.column("value").to_pylist())
-            yield pa.RecordBatch.from_arrays(
-                [*batch.columns, pa.array(reasons, pa.string()), pa.array(texts, pa.string())],
-                names=[*batch.schema.names, "_reason", "_text"],
-            )
-
-    return raw.mapInArrow(check, schema)
+    plan = jvm_plan(model, f"sources.{source.name}.model") if jvm or not python else None
+    if isinstance(plan, JsonInJvm):
+        return checked_in_jvm(raw, plan, source.fields, model, python=python)
+    if isinstance(plan, AvroInJvm):
+        checked = checked_avro_in_jvm(raw, plan, source.fields, model, python=python)
+        if checked is not None:
+            return checked
+    judged = python_checks(model)(F.col("value"))
+    record = F.from_json(judged["text"], source.fields)
+    return judged_columns(raw, raw.columns, judged["reason"], record)
 
 
 def valid_rows(checked: DataFrame, source: Source) -> DataFrame:
@@ -85,7 +90,7 @@ def valid_rows(checked: DataFrame, source: Source) -> DataFrame:
     from pyspark.sql import functions as F
 
     parsed = checked.where(F.col("_reason").isNull()).select(
-        F.from_json(F.col("_text"), source.fields).alias("_record"),
+        F.col("_record"),
         F.col("key").cast("string").alias("_key"),
         F.col("topic").alias("_topic"),
         F.col("partition").alias("_partition"),

@@ -1,8 +1,9 @@
 """The Spark session a pipeline runs in, with Spark's official Kafka connector on its classpath.
 
-Spark's Kafka connector (``spark-sql-kafka-0-10``) is not part of pyspark: :func:`connector_jars`
-resolves it from Maven Central once, for the exact version of the installed pyspark, into
-``<cache root>/spark-kafka-<version>/lib`` (the same Maven path the local broker's jars take;
+Spark's Kafka connector (``spark-sql-kafka-0-10``) and its Avro functions (``spark-avro``:
+``from_avro``) are not part of pyspark: :func:`connector_jars` resolves them from Maven Central
+once, for the exact version of the installed pyspark, into
+``<cache root>/spark-connectors-<version>/lib`` (the same Maven path the local broker's jars take;
 ``./run`` does it in its setup step ``spark-connector``), and :func:`spark_session` hands those
 jars to Spark with ``spark.jars`` before the JVM starts.
 
@@ -41,6 +42,7 @@ CONNECTOR_ARTIFACTS = (
     "spark-token-provider-kafka-0-10_2.13",
     "kafka-clients",
     "commons-pool2",
+    "spark-avro_2.13",
 )
 
 # What a small machine needs; a cluster's own defaults take over for what is not set here.
@@ -66,13 +68,13 @@ def connector_jars(cache_dir: Path | None = None) -> list[Path]:
     """The connector's jars for the installed pyspark, resolved with Maven the first time."""
     version = spark_version()
     lib = ensure_maven_jars(
-        (cache_dir or cache_root()) / f"spark-kafka-{version}",
+        (cache_dir or cache_root()) / f"spark-connectors-{version}",
         resources.files(__package__).joinpath("connector-pom.xml").read_bytes(),
         [f"-Dspark.version={version}", f"-DincludeArtifactIds={','.join(CONNECTOR_ARTIFACTS)}"],
         expected="spark-sql-kafka-0-10_2.13-*.jar",
         marker=f"spark {version}\n",
         step=SETUP_STEP,
-        what=f"Spark {version}'s Kafka connector jars",
+        what=f"Spark {version}'s Kafka connector and Avro jars",
     )
     return sorted(lib.glob("*.jar"))
 

@@ -251,8 +251,22 @@ def add_bench_parser(commands: Any) -> None:
         "--source-option", action="append", default=[], metavar="KEY=VALUE",
         help="a Kafka source option, e.g. maxOffsetsPerTrigger=100000",
     )  # fmt: skip
+    pipeline.add_argument(
+        "--validation", default="python,jvm", metavar="LIST",
+        help="where records are checked, comma-separated: python (the model), jvm",
+    )  # fmt: skip
+    pipeline.add_argument("--cases", default="stateless,windowed", metavar="LIST")
+    pipeline.add_argument(
+        "--latency-triggers", default=None, metavar="LIST",
+        help="triggers of the latency cases, comma-separated, as in a pipeline file (default:"
+        " 0 seconds,100 milliseconds,real-time 5 seconds,continuous 1 second)",
+    )  # fmt: skip
     pipeline.add_argument("--out", type=Path, default=None)
     pipeline.set_defaults(func=_pipeline)
+
+
+def _names(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _int_list(text: str) -> list[int]:
@@ -444,11 +458,12 @@ def _failover(args: argparse.Namespace) -> int:
 
 
 def _pipeline(args: argparse.Namespace) -> int:
-    from ssegate_lab.bench.pipeline import run
+    from ssegate_lab.bench.pipeline import LATENCY_TRIGGERS, run
 
     def pairs(items: list[str]) -> dict[str, str]:
         return dict(item.split("=", 1) for item in items if "=" in item)
 
+    triggers = _names(args.latency_triggers) if args.latency_triggers else LATENCY_TRIGGERS
     results = run(
         args.records,
         args.runs,
@@ -457,6 +472,9 @@ def _pipeline(args: argparse.Namespace) -> int:
         master=args.master,
         conf=pairs(args.conf),
         source_options=pairs(args.source_option),
+        cases=_names(args.cases),
+        validations=_names(args.validation),
+        triggers=triggers,
     )
     return _write(results, args.out)
 

@@ -5,23 +5,27 @@ unless given one, and its own Spark session unless given one. It produces ``reco
 sensor readings into a raw topic, then times two pipelines with ``trigger(availableNow=True)``,
 each ``runs`` times from a fresh checkpoint:
 
-- ``stateless``: the ``json`` model with a JSON Schema (the Python validation step), the declared
-  fields parsed, a ``where`` filter and a projection, written to a sink topic;
+- ``stateless``: the ``json`` model with a JSON Schema (checked by the model in Python, and
+  with ``validations`` including ``jvm`` by Spark expressions), the declared fields parsed, a
+  ``where`` filter and a projection, written to a sink topic;
 - ``windowed``: the same reading and checking, then 1 s tumbling windows per device (count, avg,
   max) over a watermark, written in append mode.
 
 records/s is ``records`` over the query's wall time, from its start to its end; the session start
-is reported on its own. Spark's own progress reports (batch durations, rows/s) come with it.
+is reported on its own. Spark's own progress reports (batch durations, rows/s), the CPU split
+(:mod:`ssegate_lab.bench.pipeline_cpu`) and the machine's load average come with each run.
 
-The latency case then runs the stateless pipeline continuously with each micro-batch ``trigger``
-(``0`` = the next batch as soon as the last ends) while a producer writes readings carrying their
-send time at ``latency_rate`` per second; a consumer of the sink topic takes the arrival time.
-It also tries Spark's continuous trigger on the same job and reports whether Spark accepts it.
+The latency cases then run the stateless pipeline with each of ``triggers`` (pipeline file
+syntax: ``0 seconds``, ``100 milliseconds``, ``real-time 5 seconds``, ``continuous 1 second``)
+while a producer writes readings carrying their send time at ``latency_rate`` per second; a
+consumer of the sink topic takes the arrival time. A trigger Spark refuses for this job is
+reported with Spark's reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import statistics
 import tempfile
@@ -33,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ssegate.pipeline.config import Pipeline, parse_pipeline
-from ssegate.pipeline.job import Trigger, build_outputs, start_pipeline
+from ssegate.pipeline.config import Pipeline, Trigger, parse_pipeline, parse_trigger
+from ssegate.pipeline.job import start_pipeline
 from ssegate.pipeline.topics import TopicSpec, ensure_topics
 from ssegate_lab.bench.pipeline_cpu import CpuShare
 from ssegate_lab.broker import start_broker, stop_broker
@@ -55,9 +59,11 @@ READING_SCHEMA = {
         "sent": {"type": "integer"},
     },
 }
+LATENCY_TRIGGERS = ("0 seconds", "100 milliseconds", "real-time 5 seconds", "continuous 1 second")
 DEVICES = 100
 READINGS_PER_EVENT_SECOND = 10_000
 RAW_TOPIC = "bench.raw"
+CDF_POINTS = (1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9)
 
 
 def run(
@@ -65,11 +71,11 @@ def run(
     runs: int = 3,
     *,
     cases: Sequence[str] = ("stateless", "windowed"),
+    validations: Sequence[str] = ("python", "jvm"),
     partitions: int = 2,
-    triggers: Sequence[float] = (0.0, 0.1),
+    triggers: Sequence[str] = LATENCY_TRIGGERS,
     latency_seconds: float = 10.0,
     latency_rate: int = 1000,
-    continuous: bool = True,
     source_options: Mapping[str, str] | None = None,
     master: str = "local[2]",
     conf: Mapping[str, str] | None = None,
@@ -77,6 +83,9 @@ def run(
     bootstrap: str | None = None,
 ) -> dict[str, Any]:
     """Run every case; ``spark``/``bootstrap`` reuse a session or broker instead of starting one.
+
+    ``validations``: ``python`` (the model in an Arrow UDF, the default) and ``jvm`` (Spark
+    expressions from the schema): each case runs with each, named ``<case>`` and ``<case>_jvm``.
 
     ``source_options`` go to Spark's Kafka source (``maxOffsetsPerTrigger``, say); ``conf`` to the
     session it starts (``spark.sql.execution.arrow.maxRecordsPerBatch``, say).
@@ -115,12 +124,14 @@ def run(
             results["produce"] = produce_readings(bootstrap, raw, records)
             bench = _Bench(spark, bootstrap, raw, work, dict(source_options or {}))
             for case in cases:
-                results[case] = bench.throughput(case, records, runs)
+                for validation in validations:
+                    name = case if validation == "python" else f"{case}_{validation}"
+                    results[name] = bench.throughput(case, records, runs, validation)
             results["latency"] = {
-                _trigger_name(t): bench.latency(t, latency_seconds, latency_rate) for t in triggers
-            }
-            if continuous:
-                results["latency"]["continuous"] = bench.continuous()
+                trigger_name(t): bench.latency(parse_trigger(t, "triggers"), latency_seconds,
+                                               latency_rate)
+                for t in triggers
+            }  # fmt: skip
             return results
         finally:
             if own_broker:
@@ -209,13 +220,18 @@ class _Bench:
             "sinks": {"out": sink},
         })  # fmt: skip
 
-    def throughput(self, case: str, records: int, runs: int) -> dict[str, Any]:
+    def throughput(
+        self, case: str, records: int, runs: int, validate: str = "python"
+    ) -> dict[str, Any]:
         measured = []
         for _ in range(runs):
             pipeline = self.pipeline(case, self.raw)
             cpu = CpuShare()
+            load_before = os.getloadavg()[0]
             started = time.monotonic()
-            (query,) = start_pipeline(self.spark, pipeline, trigger="available_now")
+            (query,) = start_pipeline(
+                self.spark, pipeline, trigger="available_now", validate=validate
+            )
             query.awaitTermination()
             seconds = time.monotonic() - started
             shares = cpu.shares()
@@ -226,6 +242,7 @@ class _Bench:
                 "seconds": round(seconds, 2),
                 "records_per_s": round(records / seconds),
                 "sink_records": _end_offsets(self.bootstrap, sink),
+                "load_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
                 **shares,
                 "batches": [_batch(p) for p in _progress(query)],
             })  # fmt: skip
@@ -236,50 +253,34 @@ class _Bench:
             "runs": measured,
         }
 
-    def latency(self, trigger: float, seconds: float, rate: int) -> dict[str, Any]:
+    def latency(self, trigger: Trigger, seconds: float, rate: int) -> dict[str, Any]:
+        """Produce → sink latency of the stateless job with ``trigger``, or Spark's refusal."""
         raw = _unique("bench.live")
         ensure_topics(self.bootstrap, [TopicSpec(raw, 1)])
         pipeline = self.pipeline("stateless", raw, starting="latest")
         sink = pipeline.sinks["out"].topic
         ensure_topics(self.bootstrap, [TopicSpec(sink, 1)])
-        (query,) = start_pipeline(self.spark, pipeline, trigger=_as_trigger(trigger))
         try:
-            _wait_for_first_batch(query)
+            (query,) = start_pipeline(self.spark, pipeline, trigger=trigger)
+        except Exception as exc:  # Spark refuses the plan with this trigger: that is the finding
+            return {"supported": False, "reason": _first_line(str(exc))}
+        try:
+            started = _wait_for_first_batch(query, trigger)
+            if started is not None:
+                return {"supported": False, "reason": started}
+            load_before = os.getloadavg()[0]
             cpu = CpuShare()
             result = measure_latency(self.bootstrap, raw, sink, seconds, rate)
             result.update(cpu.shares())
+            result["load_1m"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
             batches = [_batch(p) for p in _progress(query)]
             durations = [b["duration_ms"] for b in batches if b["rows"]]
             if durations:
                 result["median_batch_ms"] = statistics.median(durations)
             result["batches_with_rows"] = len(durations)
-            return result
+            return {"supported": True, **result}
         finally:
             query.stop()
-
-    def continuous(self) -> dict[str, Any]:
-        """Whether Spark runs this job with ``trigger(continuous=...)``, and why not."""
-        raw = _unique("bench.live")
-        ensure_topics(self.bootstrap, [TopicSpec(raw, 1)])
-        pipeline = self.pipeline("stateless", raw, starting="latest")
-        (output,) = build_outputs(self.spark, pipeline, self.bootstrap, pipeline.checkpoint)
-        writer = (
-            output.records.writeStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.bootstrap)
-            .option("topic", output.topic)
-            .option("checkpointLocation", str(output.checkpoint))
-            .trigger(continuous="1 second")
-        )
-        try:
-            query = writer.start()
-            query.awaitTermination(10)
-        except Exception as exc:  # Spark refuses the plan: that is the finding
-            return {"supported": False, "reason": _first_line(str(exc))}
-        failure = query.exception()
-        query.stop()
-        if failure is not None:
-            return {"supported": False, "reason": _first_line(str(failure))}
-        return {"supported": True}
 
 
 def measure_latency(
@@ -332,6 +333,7 @@ def measure_latency(
         "received": len(latencies),
         **{f"p{q}_ms": _percentile(latencies, q) for q in (50, 90, 99)},
         "max_ms": round(latencies[-1], 1) if latencies else None,
+        "cdf_ms": {str(q): _percentile(latencies, q) for q in CDF_POINTS},
     }
 
 
@@ -341,12 +343,19 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(len(values) * q / 100))], 1)
 
 
-def _wait_for_first_batch(query: StreamingQuery, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not query.recentProgress and time.monotonic() < deadline:
+def _wait_for_first_batch(query: StreamingQuery, trigger: Trigger) -> str | None:
+    """Wait until the query reports progress (real-time mode: until its first batch is
+    running); ``None`` then, or why the query failed."""
+    deadline = time.monotonic() + 60 + (trigger.seconds if trigger.kind == "real-time" else 0)
+    while time.monotonic() < deadline:
         if query.exception() is not None:
-            raise RuntimeError(str(query.exception()))
+            return _first_line(str(query.exception()))
+        if not query.isActive:
+            return "the query stopped"
+        if query.recentProgress or (trigger.kind != "interval" and query.status["isTriggerActive"]):
+            return None
         time.sleep(0.1)
+    return None
 
 
 def _progress(query: StreamingQuery) -> list[dict[str, Any]]:
@@ -375,12 +384,13 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def _as_trigger(seconds: float) -> Trigger:
-    return None if seconds == 0 else seconds
-
-
-def _trigger_name(seconds: float) -> str:
-    return "trigger_0" if seconds == 0 else f"trigger_{round(seconds * 1000)}ms"
+def trigger_name(trigger: str) -> str:
+    """``0 seconds`` → ``trigger_0``, ``100 milliseconds`` → ``trigger_100ms``, ``real-time 5
+    seconds`` → ``real_time_5s``."""
+    spec = parse_trigger(trigger, "triggers")
+    if spec.kind == "interval":
+        return "trigger_0" if spec.seconds == 0 else f"trigger_{round(spec.seconds * 1000)}ms"
+    return f"{spec.kind.replace('-', '_')}_{spec.seconds:g}s"
 
 
 def _first_line(text: str) -> str:
