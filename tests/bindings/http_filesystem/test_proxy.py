@@ -160,17 +160,6 @@ def test_no_matching_route_is_404(context: Context) -> None:
     assert _get(proxy, "/index.html").status == 404
 
 
-def test_method_condition_restricts_a_route(context: Context) -> None:
-    head_only = Route(
-        exit="east_filesystem_server",
-        when=[{"path": "/{path}", "method": "HEAD"}],
-        with_={"path": "${params.path}"},
-    )
-    proxy = _proxy(context, head_only)
-    assert _get(proxy, "/index.html", "HEAD").status == 200
-    assert _get(proxy, "/index.html").status == 404
-
-
 def test_a_route_without_with_serves_the_request_path(context: Context) -> None:
     proxy = _proxy(context, exit="east_filesystem_server")
     assert bytes(_get(proxy, "/css/app.css").body) == b"p{}\n"

@@ -1,6 +1,6 @@
 """The ``http-filesystem`` proxy binding: maps a request path to a file path.
 
-Routes are ``when[]{path, method}`` and ``with{path}``, for example ``when: [{path: /{path}}]``
+Routes are ``when[]{path}`` and ``with{path}``, for example ``when: [{path: /{path}}]``
 with ``with: {path: ${params.path}}``: ``/css/app.css`` becomes ``css/app.css``. The path
 pattern is matched against the request path without its query string (see
 :mod:`ssegate.bindings.http.routing` for the pattern rules); the first matching route wins and
@@ -52,11 +52,8 @@ FILE_SERVER: ExitKind[FileServer] = ExitKind(FileServer, "a filesystem server")
 @dataclass(frozen=True, slots=True)
 class _Condition:
     path: Pattern | None
-    method: str | None
 
     def match(self, request: Request) -> dict[str, str] | None:
-        if self.method is not None and request.method != self.method:
-            return None
         if self.path is None:
             return {}
         return self.path.match(request.path)
@@ -132,11 +129,7 @@ class HttpFilesystemProxy:
 def _compile_condition(entry: Mapping[str, Any], path: str) -> _Condition:
     # The schema's ``when`` of an http-filesystem route holds a string ``path``, nothing else.
     pattern = entry.get("path")
-    method = entry.get("method")
-    return _Condition(
-        Pattern.compile(pattern, f"{path}.path") if pattern is not None else None,
-        method.upper() if method is not None else None,
-    )
+    return _Condition(Pattern.compile(pattern, f"{path}.path") if pattern is not None else None)
 
 
 def _compile_route(route: Route, path: str, ctx: BuildContext) -> FilesystemRoute:
