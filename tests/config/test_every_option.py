@@ -604,6 +604,7 @@ TABLE: dict[str, Applied | Refused] = {
             "cache",
             "cache.max-bytes",
             "cache.max-age",
+            "cache.repeat-horizon",
             "topics",
             "topics[].name",
             "topics[].defaultOffset",

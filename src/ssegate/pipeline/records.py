@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ssegate.kafka.topics import RECORD_ID_HEADER
 from ssegate.pipeline.config import Source
 from ssegate.pipeline.generator import generated_records
 from ssegate.pipeline.validation import RecordModel, check_values
@@ -30,7 +31,7 @@ REASON_HEADER = "ssegate-reason"
 TOPIC_HEADER = "ssegate-topic"
 PARTITION_HEADER = "ssegate-partition"
 OFFSET_HEADER = "ssegate-offset"
-ID_HEADER = "ssegate-id"
+ID_HEADER = RECORD_ID_HEADER
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 _RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 
