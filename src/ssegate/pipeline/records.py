@@ -9,9 +9,9 @@ watermark on its ``event_time`` column. :func:`dead_letters` turns the invalid o
 records carrying the original key, value and headers, and headers naming why and where from.
 
 Every record a pipeline writes carries an :data:`ID_HEADER`, a function of the input alone, so
-that a record written again (Spark's Kafka sink is at-least-once) is known by its id:
-:func:`input_id` for one written from one input record, ``<query>@<source topic>/<partition>/
-<offset>``.
+that a record written again (Spark's Kafka sink is at-least-once) is known by its id, and the
+gateway's Kafka cache skips it (:mod:`ssegate.bindings.kafka.repeats`): :func:`input_id` for one
+written from one input record, ``<query>@<source topic>/<partition>/<offset>``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ssegate.bindings.kafka.client import KafkaClient
 from ssegate.bindings.kafka.fetch_events import Fetched
 from ssegate.bindings.kafka.fetcher import FetchThread
-from ssegate.bindings.kafka.repeats import Repeat, RepeatFilter, record_id
+from ssegate.bindings.kafka.repeats import MAX_ID_BYTES, Repeat, RepeatFilter, record_id
 from ssegate.kafka.topics import RECORD_ID_HEADER
 
 
@@ -61,6 +61,15 @@ def test_at_most_the_ids_of_the_horizon_are_remembered() -> None:
     assert repeats.earlier_copy(50_000, b"49000") == 49_000
     assert repeats.earlier_copy(50_001, b"49000") == 50_000
     assert repeats.earlier_copy(50_002, b"49001") is None  # forgotten: 1,001 offsets back
+
+
+def test_a_long_id_is_remembered_by_a_digest_and_still_found() -> None:
+    repeats = RepeatFilter(horizon=10, start=0)
+    long_id, other = b"x" * (MAX_ID_BYTES + 1) + b"1", b"x" * (MAX_ID_BYTES + 1) + b"2"
+    assert repeats.earlier_copy(0, long_id) is None
+    assert repeats.earlier_copy(1, other) is None
+    assert repeats.earlier_copy(2, long_id) == 0
+    assert all(len(kept) == 16 for kept in repeats._seen)
 
 
 def test_a_reader_starting_later_reads_the_horizon_before_it() -> None:

@@ -419,20 +419,20 @@ class FetchThread:
         to learn their ids (before the reader's :attr:`~.repeats.RepeatFilter.start`)."""
         check = self._checks.get(topic)
         repeats = self._repeats[catch_up].get((topic, partition))
+        start = -1 if repeats is None else repeats.start
         messages: list[KafkaMessage] = []
         invalid: list[tuple[int, str]] = []
         skipped: list[Repeat] = []
         for record in records:
             offset = record.offset() or 0
             headers = _headers(record)
-            if repeats is not None:
-                if headers and (found := record_id(headers)) is not None:
-                    earlier = repeats.earlier_copy(offset, found)
-                    if earlier is not None and offset >= repeats.start:
-                        skipped.append(Repeat(offset, earlier, found))
-                        continue
-                if offset < repeats.start:
-                    continue  # read to learn its id: the reader hands over from start
+            if headers and repeats is not None and (found := record_id(headers)) is not None:
+                earlier = repeats.earlier_copy(offset, found)
+                if earlier is not None and offset >= start:
+                    skipped.append(Repeat(offset, earlier, found))
+                    continue
+            if offset < start:
+                continue  # read to learn its id: the reader hands over from start
             message = KafkaMessage(
                 topic,
                 partition,
@@ -454,7 +454,7 @@ class FetchThread:
             ticket = self._catch_up_ticket.get(key, 0)
             if key in self._catch_up_next:
                 self._catch_up_next[key] = next_offset
-        if repeats is not None and next_offset <= repeats.start:
+        if next_offset <= start:
             return None
         return Fetched(topic, partition, messages, next_offset, invalid, catch_up, ticket, skipped)
 

@@ -19,13 +19,16 @@ found from the nearest copy, so three copies further apart than the horizon in a
 within it of the one before, are one record.
 
 Memory: the ids of at most ``horizon`` records per partition and reader, each entry about
-:data:`ENTRY_BYTES` besides the id itself (shared with the message while the cache holds it).
-Entries older than the horizon go as records arrive: the bound holds by itself, whatever the
-cache keeps. Pure: no I/O, no clock.
+:data:`ENTRY_BYTES` besides the id itself (shared with the message while the cache holds it). An
+id longer than :data:`MAX_ID_BYTES` is remembered by a 16-byte digest instead, so a producer
+writing huge ids cannot make the memory grow past ``horizon`` entries of bounded size. Entries
+older than the horizon go as records arrive: the bound holds by itself, whatever the cache
+keeps. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from dataclasses import dataclass
 
@@ -44,6 +47,11 @@ ids (:data:`ENTRY_BYTES` plus the id's bytes object, 87 bytes for the pipeline's
 ENTRY_BYTES = 104
 """What remembering one id costs besides the id's own bytes: its dict entry, its places in the
 expiry queues and the offset int (tracemalloc, 100,000 records through a horizon of 10,000)."""
+
+
+MAX_ID_BYTES = 96
+"""Ids up to this long are remembered as they are; longer ones by their BLAKE2b digest of 16
+bytes (a false match has a chance of 2**-128). The pipeline's ids are usually 30 to 80 bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +103,8 @@ class RepeatFilter:
         if offset <= self._last:
             return None
         self._last = offset
+        if len(record_id) > MAX_ID_BYTES:
+            record_id = hashlib.blake2b(record_id, digest_size=16).digest()
         seen = self._seen
         offsets = self._offsets
         ids = self._ids
