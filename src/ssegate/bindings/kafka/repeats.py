@@ -48,7 +48,6 @@ ENTRY_BYTES = 104
 """What remembering one id costs besides the id's own bytes: its dict entry, its places in the
 expiry queues and the offset int (tracemalloc, 100,000 records through a horizon of 10,000)."""
 
-
 MAX_ID_BYTES = 96
 """Ids up to this long are remembered as they are; longer ones by their BLAKE2b digest of 16
 bytes (a false match has a chance of 2**-128). The pipeline's ids are usually 30 to 80 bytes."""
