@@ -609,6 +609,10 @@ TABLE: dict[str, Applied | Refused] = {
             "topics[].defaultOffset",
         )
     },
+    "bindings.kafka.cache_server.options.cache.repeat-horizon": Applied(
+        "tests/bindings/kafka/test_cache_server_repeats.py::"
+        "test_the_horizon_bounds_how_far_back_a_first_copy_makes_a_repeat"
+    ),
     "bindings.kafka.cache_server.options.topics[].key": Applied(
         "tests/bindings/kafka/test_cache_server.py::"
         "test_invalid_messages_are_skipped_logged_and_counted"

@@ -26,6 +26,7 @@ import yaml
 from confluent_kafka import Consumer, Producer
 from pyspark.sql import SparkSession
 
+from ssegate.bindings.kafka.repeats import DEFAULT_HORIZON, RepeatFilter
 from ssegate.engine.runtime import free_port
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.pipeline.config import parse_pipeline
@@ -232,6 +233,19 @@ def by_id(messages: list[KafkaMessage]) -> tuple[dict[bytes, KafkaMessage], int]
     return first, len(messages) - len(first)
 
 
+def through_the_cache(messages: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
+    """What the gateway's cache hands over of a topic read from its start (``messages``, oldest
+    first per partition), and how many records it passes over as repeats."""
+    filters: dict[int, RepeatFilter] = {}
+    kept: list[KafkaMessage] = []
+    for message in messages:
+        repeats = filters.setdefault(message.partition, RepeatFilter(DEFAULT_HORIZON, 0))
+        record_id = message.header(ID_HEADER)
+        if record_id is None or repeats.earlier_copy(message.offset, record_id) is None:
+            kept.append(message)
+    return kept, len(messages) - len(kept)
+
+
 def window_counts(windows: dict[bytes, KafkaMessage]) -> Counter[tuple[str, str]]:
     """Each window's count by device and start."""
     counts: Counter[tuple[str, str]] = Counter()
@@ -298,12 +312,18 @@ def test_a_worker_killed_mid_stream_loses_no_record_and_repeats_none_under_its_i
     state = master_state(cluster)
     assert {w["port"]: w["state"] for w in state["workers"]}[victim.port] == "DEAD"
 
-    copied, copied_again = by_id(consume(bootstrap, copy))
+    copy_records = consume(bootstrap, copy)
+    copied, copied_again = by_id(copy_records)
     seqs = Counter(json.loads(m.value or b"{}")["seq"] for m in copied.values())
     assert set(range(SENT)) - set(seqs) == set(), "readings lost"
     assert max(seqs.values()) == 1  # one id per reading
-    windows, windows_again = by_id(consume(bootstrap, counts))
+    window_records = consume(bootstrap, counts)
+    windows, windows_again = by_id(window_records)
     assert window_counts(windows) == expected_counts(SENT)
+    for records, again in ((copy_records, copied_again), (window_records, windows_again)):
+        kept, skipped = through_the_cache(records)  # the gateway's reader passes over...
+        assert skipped == again  # ...every record written again, and no other
+        assert len({m.header(ID_HEADER) for m in kept}) == len(kept)
     print(f"written again: {copied_again} copies, {windows_again} windows")
     whole = start_cluster(cluster.directory, port=cluster.port, web_port=cluster.web_port)
     assert [w.index for w in whole.workers] == [0, 1]  # the killed worker is back

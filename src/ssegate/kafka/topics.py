@@ -22,6 +22,11 @@ from typing import Literal, Protocol
 
 DefaultOffset = Literal["historical", "live"]
 
+RECORD_ID_HEADER = "ssegate-id"
+"""The header by which a record written twice is known: its value depends on what the record
+was made from alone, so a repeat carries the same one (the pipeline writes it on every record;
+the cache skips a repeat, :mod:`ssegate.bindings.kafka.repeats`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaMessage:

@@ -14,15 +14,16 @@ watermark on its ``event_time`` column. :func:`dead_letters` turns the invalid o
 records carrying the original key, value and headers, and headers naming why and where from.
 
 Every record a pipeline writes carries an :data:`ID_HEADER`, a function of the input alone, so
-that a record written again (Spark's Kafka sink is at-least-once) is known by its id:
-:func:`input_id` for one written from one input record, ``<query>@<source topic>/<partition>/
-<offset>``.
+that a record written again (Spark's Kafka sink is at-least-once) is known by its id, and the
+gateway's Kafka cache skips it (:mod:`ssegate.bindings.kafka.repeats`): :func:`input_id` for one
+written from one input record, ``<query>@<source topic>/<partition>/<offset>``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ssegate.kafka.topics import RECORD_ID_HEADER
 from ssegate.pipeline.config import Source
 from ssegate.pipeline.generator import generated_records
 from ssegate.pipeline.jvm_avro import checked_avro_in_jvm
@@ -36,7 +37,7 @@ REASON_HEADER = "ssegate-reason"
 TOPIC_HEADER = "ssegate-topic"
 PARTITION_HEADER = "ssegate-partition"
 OFFSET_HEADER = "ssegate-offset"
-ID_HEADER = "ssegate-id"
+ID_HEADER = RECORD_ID_HEADER
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 _RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from ssegate.bindings.kafka.fetch_events import BrokerStatus, Event, Fetched, TopicsListed
 from ssegate.bindings.kafka.handover import Handover, coalesce
+from ssegate.bindings.kafka.repeats import Repeat
 from ssegate.kafka.topics import KafkaMessage
 
 
@@ -33,6 +34,17 @@ def test_consecutive_batches_of_a_partition_join_into_one_in_offset_order() -> N
     assert offsets(only) == [0, 1, 2, 3, 4, 6, 7]
     assert only.next_offset == 8
     assert only.invalid == [(5, "bad")]
+
+
+def test_joined_batches_keep_the_repeats_each_passed_over() -> None:
+    first, second = batch(0, range(0, 3)), batch(0, range(4, 6))  # 3 and 6 are repeats
+    first = Fetched("t", 0, first.messages, 4, repeats=[Repeat(3, 1, b"id1")])
+    second = Fetched("t", 0, second.messages, 7, repeats=[Repeat(6, 0, b"id0")])
+    [only], joined = coalesce([first, second])
+    assert joined == 1
+    assert isinstance(only, Fetched)
+    assert (offsets(only), only.next_offset) == ([0, 1, 2, 4, 5], 7)
+    assert only.repeats == [Repeat(3, 1, b"id1"), Repeat(6, 0, b"id0")]
 
 
 def test_each_partition_joins_with_its_own_batches_only() -> None:

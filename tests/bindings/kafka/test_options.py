@@ -46,7 +46,7 @@ def test_servers_and_sasl_become_the_librdkafka_configuration() -> None:
 def test_bootstrap_cache_bounds_and_default_offsets_reach_the_cache_server() -> None:
     options = {
         "bootstrap": ["events"],
-        "cache": {"max-bytes": 4096, "max-age": 60},
+        "cache": {"max-bytes": 4096, "max-age": 60, "repeat-horizon": 500},
         "topics": [{"name": "events", "defaultOffset": "live"}, {"name": "devices"}],
     }
     kafka = client.KafkaClient("k", ("k:1",))
@@ -54,4 +54,6 @@ def test_bootstrap_cache_bounds_and_default_offsets_reach_the_cache_server() -> 
     built = cache_server.build(binding, Context({"k": kafka}))  # type: ignore[arg-type]
     assert built.bootstrap == ("events",)
     assert (built.bounds.max_bytes, built.bounds.max_age) == (4096, 60.0)
+    assert built.bounds.repeat_horizon == 500
+    assert built._fetcher._repeat_horizon == 500
     assert built.default_offsets == {"events": "live", "devices": "historical"}

@@ -31,10 +31,19 @@ Design:
   partition it led to the new leader, from where it was, and subscribers see a pause.
 - **Invalid messages** (a topic's ``key``/``value`` model refuses them; the check runs in the
   thread) are skipped for every subscriber, logged, counted, and progress moves past them.
+- **Repeats** (a record carrying the ``ssegate-id`` of a record at most ``cache.repeat-horizon``
+  offsets before it in its partition: an at-least-once producer wrote it again, :mod:`~.repeats`)
+  are passed over in the thread the same way: never cached, delivered, replayed or matched by a
+  filter, while their offsets stay where they are (ids that resume after them stay valid). Each
+  reader starting at an offset first reads the horizon before it, handing nothing over, to know
+  the first copies there; so every reader in every process skips the same records, and a client
+  gets each record once, wherever it resumes. Counted by the shared fetch
+  (``ssegate.kafka.repeats_skipped``) with a debug line ``kafka.repeats_skipped`` per batch.
 
 Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.cache.bytes``,
 ``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
-``ssegate.kafka.invalid_messages``, ``ssegate.kafka.fetch.assignments``,
+``ssegate.kafka.invalid_messages``, ``ssegate.kafka.repeats_skipped``,
+``ssegate.kafka.fetch.assignments``,
 ``ssegate.kafka.resets``, ``ssegate.kafka.fetch.stalls``, ``ssegate.kafka.leader_changes``;
 ``ssegate.kafka.broker.available`` (1 or 0: whether any broker answers);
 ``ssegate.kafka.brokers`` (the brokers the cluster's latest metadata lists) with the counters
@@ -49,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -73,6 +83,7 @@ from ssegate.bindings.kafka.fetcher import FetchThread
 from ssegate.bindings.kafka.handover import Handover
 from ssegate.bindings.kafka.message_check import MessageCheck, all_of
 from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
+from ssegate.bindings.kafka.repeats import DEFAULT_HORIZON
 from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
@@ -87,6 +98,8 @@ FANOUT_WRITES_PER_SECOND = 50_000
 """The write rate a fan-out aims to stay under: fetched batches are at least
 ``subscribers / FANOUT_WRITES_PER_SECOND`` seconds apart (20 ms at 1,000 subscribers), so each
 subscriber gets at most one write per linger however high the message rate."""
+REPEATS_LOGGED = 20
+"""The offsets of at most this many of a batch's repeats go in its log line."""
 FANOUT_LINGER_MAX = 0.02
 """The longest a fetched batch waits for more records, whatever the subscriber count."""
 
@@ -109,6 +122,8 @@ class CacheBounds:
     max_bytes: int = DEFAULT_MAX_BYTES
     """Per topic, split evenly over its partitions."""
     max_age: float = DEFAULT_MAX_AGE
+    repeat_horizon: int = DEFAULT_HORIZON
+    """Offsets back within which a record's id makes a later one with it a repeat; 0: none."""
 
 
 class KafkaCacheServer:
@@ -139,7 +154,7 @@ class KafkaCacheServer:
         )
         self._fetcher = FetchThread(
             client, self._handover.put, self._checks, metadata_interval=metadata_interval,
-            name=f"kafka-fetch-{name}",
+            repeat_horizon=self.bounds.repeat_horizon, name=f"kafka-fetch-{name}",
         )  # fmt: skip
         self._loop: asyncio.AbstractEventLoop | None = None
         self._feeds: dict[str, TopicFeed] = {}
@@ -240,8 +255,16 @@ class KafkaCacheServer:
         self, topic: str, batch: Fetched, evicted: int, freed: int, grown: int
     ) -> None:
         metrics = self.metrics
-        received = len(batch.messages) + len(batch.invalid)
+        received = len(batch.messages) + len(batch.invalid) + len(batch.repeats)
         metrics.inc("ssegate.kafka.messages.received", self.name, received, topic=topic)
+        if batch.repeats:
+            repeats = batch.repeats
+            metrics.inc("ssegate.kafka.repeats_skipped", self.name, len(repeats), topic=topic)
+            log.event("kafka.repeats_skipped", binding=self.name, level=logging.DEBUG,
+                      topic=topic, partition=batch.partition, count=len(repeats),
+                      offsets=[r.offset for r in repeats[:REPEATS_LOGGED]],
+                      earlier=[r.earlier for r in repeats[:REPEATS_LOGGED]],
+                      first_id=repeats[0].record_id.decode(errors="replace"))  # fmt: skip
         if grown:
             metrics.gauge("ssegate.kafka.cache.bytes", self.name, grown, topic=topic)
         if evicted:
@@ -419,13 +442,14 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
     cache = options.get("cache") or {}  # the schema bounds both
     max_bytes = int(cache.get("max-bytes", DEFAULT_MAX_BYTES))
     max_age = float(cache.get("max-age", DEFAULT_MAX_AGE))
+    repeat_horizon = int(cache.get("repeat-horizon", DEFAULT_HORIZON))
     server = KafkaCacheServer(
         binding.name,
         client,
         bootstrap=[str(t) for t in options.get("bootstrap") or ()],
         default_offsets=defaults,
         checks=build_topic_checks(topics, f"{where}.topics", ctx.catalogs),
-        bounds=CacheBounds(max_bytes, max_age),
+        bounds=CacheBounds(max_bytes, max_age, repeat_horizon),
         metrics=ctx.metrics,
     )
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ssegate.bindings.kafka.repeats import Repeat
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage
 
 # -- commands: loop → thread -------------------------------------------------------------------
@@ -79,7 +80,7 @@ class Fetched:
     topic: str
     partition: int
     messages: list[KafkaMessage]
-    """The valid ones, offsets ascending."""
+    """The valid ones that are no repeat, offsets ascending."""
     next_offset: int
     """One past the last record fetched, valid or not."""
     invalid: list[tuple[int, str]] = field(default_factory=list)
@@ -87,6 +88,8 @@ class Fetched:
     catch_up: bool = False
     """Read by the catch-up reader, not by the shared fetch."""
     ticket: int = 0
+    repeats: list[Repeat] = field(default_factory=list)
+    """Records passed over as repeats of an earlier copy (:mod:`~.repeats`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,12 @@ consumer and groups the records by partition into :class:`~.fetch_events.Fetched
 (running the topic's :data:`~.message_check.MessageCheck` here, off the loop). Everything one
 pass produced is handed over in one ``deliver`` call (:class:`~.handover.Handover`).
 
+Repeats (:mod:`~.repeats`) are found here too, per reader and partition, and left out of the
+batches like invalid records (``next_offset`` still moves past them). A reader handing a
+partition over from offset ``X`` is assigned ``repeat_horizon`` offsets earlier and hands over
+nothing before ``X``: it reads those records only for their ids. A record without headers costs
+one truth test.
+
 The broker going away is seen through librdkafka's ``error_cb`` (all brokers down) or a failing
 metadata request; it is back when a metadata request answers again. librdkafka reconnects by
 itself and the consumers keep their positions, so nothing is lost or repeated. In a cluster,
@@ -62,6 +68,7 @@ from ssegate.bindings.kafka.fetch_events import (
     TopicStarted,
 )
 from ssegate.bindings.kafka.message_check import MessageCheck
+from ssegate.bindings.kafka.repeats import Repeat, RepeatFilter, record_id
 from ssegate.kafka.topics import KafkaMessage
 
 BATCH = 5000
@@ -93,9 +100,15 @@ class FetchThread:
         checks: Mapping[str, MessageCheck],
         *,
         metadata_interval: float = 5.0,
+        repeat_horizon: int = 0,
         name: str = "kafka-fetch",
     ) -> None:
         self._client = client
+        self._repeat_horizon = repeat_horizon
+        """Offsets back within which an id makes a record a repeat (:mod:`~.repeats`); 0: no
+        record is a repeat."""
+        self._repeats: dict[bool, dict[tuple[str, int], RepeatFilter]] = {False: {}, True: {}}
+        """Per reader (catch-up or not), the repeat filter of each partition it reads."""
         self._deliver = deliver
         self.linger = 0.0
         """Seconds at least between two batches of one reader, gathering records meanwhile
@@ -233,7 +246,10 @@ class FetchThread:
         live = command.default == "live"
         starts = {p: high if live else low for p, (low, high) in marks.items()}
         ends = {p: high for p, (_, high) in marks.items()}
-        self._fetch.incremental_assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+        self._fetch.incremental_assign([
+            TopicPartition(topic, p, self._reading_from(False, topic, p, o, marks[p][0]))
+            for p, o in starts.items()
+        ])  # fmt: skip
         self.assignments += len(starts)
         self._topics[topic] = command
         self._waiting.pop(topic, None)
@@ -281,7 +297,10 @@ class FetchThread:
                 starts = {p: self._watermarks(topic, p)[0] for p in added}
             except KafkaException:
                 continue
-            self._fetch.incremental_assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+            self._fetch.incremental_assign([
+                TopicPartition(topic, p, self._reading_from(False, topic, p, o, o))
+                for p, o in starts.items()
+            ])  # fmt: skip
             self.assignments += len(starts)
             self._partitions[topic] = known + len(added)
             self._pending.append(PartitionsAdded(topic, starts))
@@ -321,19 +340,34 @@ class FetchThread:
             )
             offset = int(low)
         position = self._catch_up_next.get(key)
-        if position is not None and position <= offset:
-            return  # already reading from before there
+        if position is not None:
+            repeats = self._repeats[True].get(key)
+            if max(position, repeats.start if repeats else 0) <= offset:
+                return  # already reading (and handing over) from before there
         partition = TopicPartition(command.topic, command.partition)
         if position is not None:
             self._catch_up.incremental_unassign([partition])
+        reading_from = self._reading_from(True, command.topic, command.partition, offset, int(low))
         self._catch_up.incremental_assign(
-            [TopicPartition(command.topic, command.partition, offset)]
+            [TopicPartition(command.topic, command.partition, reading_from)]
         )
-        self._catch_up_next[key] = offset
+        self._catch_up_next[key] = reading_from
+
+    def _reading_from(
+        self, catch_up: bool, topic: str, partition: int, start: int, low: int
+    ) -> int:
+        """Where a reader handing over ``partition`` from ``start`` reads from: ``horizon``
+        offsets earlier (not before the log start ``low``), to learn the ids there first."""
+        if self._repeat_horizon <= 0:
+            return start
+        repeats = RepeatFilter(self._repeat_horizon, start)
+        self._repeats[catch_up][(topic, partition)] = repeats
+        return max(low, repeats.reading_from)
 
     def _end_catch_up(self, command: EndCatchUp) -> None:
         key = (command.topic, command.partition)
         self._catch_up_ticket.pop(key, None)
+        self._repeats[True].pop(key, None)
         if self._catch_up is not None and self._catch_up_next.pop(key, None) is not None:
             self._catch_up.incremental_unassign([TopicPartition(command.topic, command.partition)])
 
@@ -364,7 +398,9 @@ class FetchThread:
         if groups:
             self._set_available(True)
         for (topic, partition), group in groups.items():
-            self._pending.append(self._fetched(topic, partition, group, catch_up))
+            fetched = self._fetched(topic, partition, group, catch_up)
+            if fetched is not None:
+                self._pending.append(fetched)
 
     def _on_record_error(self, record: Message, error: KafkaError, catch_up: bool) -> None:
         if error.code() != KafkaError._PARTITION_EOF:
@@ -378,19 +414,32 @@ class FetchThread:
 
     def _fetched(
         self, topic: str, partition: int, records: list[Message], catch_up: bool
-    ) -> Fetched:
+    ) -> Fetched | None:
+        """The records as one batch for the loop, or ``None`` when all of them were read only
+        to learn their ids (before the reader's :attr:`~.repeats.RepeatFilter.start`)."""
         check = self._checks.get(topic)
+        repeats = self._repeats[catch_up].get((topic, partition))
+        start = -1 if repeats is None else repeats.start
         messages: list[KafkaMessage] = []
         invalid: list[tuple[int, str]] = []
+        skipped: list[Repeat] = []
         for record in records:
             offset = record.offset() or 0
+            headers = _headers(record)
+            if headers and repeats is not None and (found := record_id(headers)) is not None:
+                earlier = repeats.earlier_copy(offset, found)
+                if earlier is not None and offset >= start:
+                    skipped.append(Repeat(offset, earlier, found))
+                    continue
+            if offset < start:
+                continue  # read to learn its id: the reader hands over from start
             message = KafkaMessage(
                 topic,
                 partition,
                 offset,
                 record.key(),
                 record.value(),
-                _headers(record),
+                headers,
                 record.timestamp()[1],
             )
             reason = check(message) if check is not None else None
@@ -405,7 +454,9 @@ class FetchThread:
             ticket = self._catch_up_ticket.get(key, 0)
             if key in self._catch_up_next:
                 self._catch_up_next[key] = next_offset
-        return Fetched(topic, partition, messages, next_offset, invalid, catch_up, ticket)
+        if next_offset <= start:
+            return None
+        return Fetched(topic, partition, messages, next_offset, invalid, catch_up, ticket, skipped)
 
 
 def _headers(record: Message) -> tuple[tuple[str, bytes], ...]:

@@ -82,6 +82,7 @@ def _join(batches: list[Fetched]) -> Fetched:
         [entry for batch in batches for entry in batch.invalid],
         first.catch_up,
         first.ticket,
+        [repeat for batch in batches for repeat in batch.repeats],
     )
 
 

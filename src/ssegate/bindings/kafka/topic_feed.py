@@ -23,6 +23,10 @@ Where that offset lies decides how it is served:
   live. An offset below the log start is reported with ``on_reset`` and moved to the log start.
 - beyond ``next_offset`` (a resume from the future): **ahead**, given what reaches its offset.
 
+Batches come without the records the topic's models refuse and without repeats (a record
+under the ``ssegate-id`` of one shortly before it, :mod:`~.repeats`): the fetch thread leaves
+both out, so no stage here sees them, and their offsets are passed over like any gap.
+
 Nothing here does I/O: the feed asks for catch-up reads through the callables it is given and
 is driven by the fetch events the cache server passes on.
 """
