@@ -29,7 +29,7 @@ VALUE = b'{"temperature": 21.5, "humidity": 40}'
 def records(kind: str, first: int, count: int) -> list[Message]:
     made = []
     for offset in range(first, first + count):
-        headers: list[tuple[str, bytes]] | None = None
+        headers: list[tuple[str, str | bytes | None]] | None = None
         if kind != KINDS[0]:
             headers = [("tenant", b"acme")]
         if kind == KINDS[2]:
