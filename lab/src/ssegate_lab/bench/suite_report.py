@@ -10,6 +10,8 @@ three runs (a step's own runs, or the repeats a scenario makes inside one run: `
 2,000 connections against a 100,000 target) is ``not measured``, with the size in the note; a
 per-connection cost is judged at whatever size was run, with the size beside it.
 
+The judges of the idle, 1M events/s, Mercure memory and KafkaSSE targets are here; the others
+are built from :mod:`ssegate_lab.bench.suite_judges`, one function per shape of target.
 :func:`markdown` writes the summary as tables: targets, steps, headline figures.
 """
 
