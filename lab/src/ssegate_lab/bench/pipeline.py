@@ -387,7 +387,11 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
 def trigger_name(trigger: str) -> str:
     """``0 seconds`` → ``trigger_0``, ``100 milliseconds`` → ``trigger_100ms``, ``real-time 5
     seconds`` → ``real_time_5s``."""
-    spec = parse_trigger(trigger, "triggers")
+    return trigger_key(parse_trigger(trigger, "triggers"))
+
+
+def trigger_key(spec: Trigger) -> str:
+    """A trigger's name in the result's ``latency`` (see :func:`trigger_name`)."""
     if spec.kind == "interval":
         return "trigger_0" if spec.seconds == 0 else f"trigger_{round(spec.seconds * 1000)}ms"
     return f"{spec.kind.replace('-', '_')}_{spec.seconds:g}s"

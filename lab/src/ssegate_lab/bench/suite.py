@@ -54,7 +54,7 @@ def add_all_parser(scenarios: Any) -> None:
         choices=sorted(PROFILES),
         metavar="{quick,full}",  # and tiny, the smallest sizes, for tests
         default="quick",
-        help="quick: small sizes, about 15 min; full: the documented sizes, at most 4 h (every"
+        help="quick: small sizes, about 30 min; full: the documented sizes, at most 8 h (every"
         " step that judges a target runs three times: a verdict takes the median of three)",
     )
     everything.add_argument("--only", type=_names, default=None, help=argparse.SUPPRESS)

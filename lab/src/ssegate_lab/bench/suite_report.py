@@ -10,16 +10,28 @@ three runs (a step's own runs, or the repeats a scenario makes inside one run: `
 2,000 connections against a 100,000 target) is ``not measured``, with the size in the note; a
 per-connection cost is judged at whatever size was run, with the size beside it.
 
+The judges of the idle, 1M events/s, Mercure memory and KafkaSSE targets are here; the others
+are built from :mod:`ssegate_lab.bench.suite_judges`, one function per shape of target.
 :func:`markdown` writes the summary as tables: targets, steps, headline figures.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ssegate_lab.bench import suite_judges as judges
+from ssegate_lab.bench.suite_judges import (
+    TIMES,
+    Load,
+    Results,
+    cases_of,
+    count_text,
+    no_mercure,
+    run_of,
+    void_of,
+)
 from ssegate_lab.bench.suite_steps import dig, number
 from ssegate_lab.bench.validity import MET, MISSED, NOT_MEASURED, losses, median
 from ssegate_lab.bench.verdict import Run, Verdict, decide
@@ -27,11 +39,6 @@ from ssegate_lab.bench.verdict import Run, Verdict, decide
 MIN_CONNECTIONS_FOR_COST = 10_000
 """Below this, fixed allocations (allocator arenas, the TLS session cache) weigh on the cost of
 one connection: 2,000 idle TLS connections measured 33-35 KiB each, 10,000 and more 28-29 KiB."""
-TIMES = "\u00d7"
-"""The multiplication sign of ratios (written as an escape: it looks like an x)."""
-
-Results = list[dict[str, Any]]
-"""A step's results, one per run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,24 +48,8 @@ class Target:
     judge: Callable[[Results], Verdict]
 
 
-def _count(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
-
-
 def _kib(value: float) -> str:
     return f"{value / 1024:.1f} KiB ({value:,.0f} B)"
-
-
-def _void(case: dict[str, Any]) -> str:
-    """Why a case cannot judge: its load client was saturated."""
-    if case.get("client_saturated"):
-        share = number(case.get("client_cpu_share")) or 0.0
-        return f"load client saturated ({share:.0%} of a core)"
-    return ""
-
-
-def _run_of(case: dict[str, Any], figures: dict[str, float]) -> Run:
-    return Run(figures, tuple(losses(case)), _void(case))
 
 
 IdleRun = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
@@ -91,7 +82,7 @@ def _idle_held(results: Results) -> Verdict:
         processes = number(side.get("gateway_processes")) or 1
         if held is None or asked is None:
             continue
-        shown = f"{_count(held)} held by {processes:.0f} process(es)"
+        shown = f"{count_text(held)} held by {processes:.0f} process(es)"
         if asked < 100_000:
             runs.append(Run(note=f"this run asked for {asked:,.0f}", shown=shown))
         elif processes > 1:
@@ -101,7 +92,9 @@ def _idle_held(results: Results) -> Verdict:
             runs.append(Run({"held": held}, _not_opened(side, each)))
     if not runs:
         return Verdict("—", NOT_MEASURED, "no plain phase in the result")
-    return decide(runs, lambda m: (f"{_count(m['held'])} held by 1 process", m["held"] >= 100_000))
+    return decide(
+        runs, lambda m: (f"{count_text(m['held'])} held by 1 process", m["held"] >= 100_000)
+    )
 
 
 def _idle_cost(label: str, limit: int) -> Callable[[Results], Verdict]:
@@ -113,7 +106,7 @@ def _idle_cost(label: str, limit: int) -> Callable[[Results], Verdict]:
             if cost is None:
                 continue
             if held is None or held < MIN_CONNECTIONS_FOR_COST:
-                why = f"at {_count(held)} connections: fewer than {MIN_CONNECTIONS_FOR_COST:,}"
+                why = f"at {count_text(held)} connections: fewer than {MIN_CONNECTIONS_FOR_COST:,}"
                 runs.append(Run(note=why + " do not measure a cost each", shown=_kib(cost)))
                 continue
             short = _not_opened(side, each)
@@ -125,24 +118,16 @@ def _idle_cost(label: str, limit: int) -> Callable[[Results], Verdict]:
         sizes = [run.figures["held"] for run in runs if run.figures]
         if not sizes:
             return verdict
-        note = f"at {_count(min(sizes))} connections or more; {verdict.note}"
+        note = f"at {count_text(min(sizes))} connections or more; {verdict.note}"
         return Verdict(verdict.measured, verdict.status, note)
 
     return judge
 
 
-def _cases(result: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
-    return [
-        case
-        for case in result.get("cases", [])
-        if all(case.get(key) == value for key, value in match.items())
-    ]
-
-
 def _million_case(result: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """The case of a run offering 1M ev/s to 1,000 subscribers (the most offered if several),
     or why there is none."""
-    cases = [c for c in _cases(result, server="ssegate") if (c.get("clients") or 0) >= 1000]
+    cases = [c for c in cases_of(result, server="ssegate") if (c.get("clients") or 0) >= 1000]
     if not cases:
         return None, "no case with 1,000 subscribers"
     loaded = [c for c in cases if (number(c.get("offered_events_per_s")) or 0) >= 1_000_000]
@@ -159,7 +144,7 @@ def _million_per_s(results: Results) -> Verdict:
         if case is None:
             runs.append(Run(note=why))
             continue
-        runs.append(_run_of(case, {"delivered": number(case.get("delivered_events_per_s")) or 0}))
+        runs.append(run_of(case, {"delivered": number(case.get("delivered_events_per_s")) or 0}))
     return decide(
         runs, lambda m: (f"{m['delivered']:,.0f} ev/s", m["delivered"] >= 1_000_000),
         "distinct events delivered to 1,000 subscribers",
@@ -178,7 +163,7 @@ def _million_p99(results: Results) -> Verdict:
         sampled = number(dig(case, "latency_ms_sampled", "p99"))
         if sampled is not None:
             figures["sampled"] = sampled
-        runs.append(_run_of(case, figures))
+        runs.append(run_of(case, figures))
 
     def judge(medians: dict[str, float]) -> tuple[str, bool]:
         return f"{medians['p99']:,.1f} ms", medians["p99"] <= 50
@@ -191,61 +176,12 @@ def _million_p99(results: Results) -> Verdict:
     return Verdict(verdict.measured, verdict.status, note)
 
 
-def _light_p99(**match: Any) -> Callable[[Results], Verdict]:
-    def judge(results: Results) -> Verdict:
-        runs = []
-        for result in results:
-            cases = _cases(result, clients=100, rate=100, **match)
-            p99 = number(dig(cases[0], "latency_ms", "p99")) if cases else None
-            if p99 is None:
-                why = "no latency in the result" if cases else "no case of 100 clients at 100 ev/s"
-                runs.append(Run(note=why))
-                continue
-            delivered = number(cases[0].get("delivered_events_per_s")) or 0
-            runs.append(_run_of(cases[0], {"p99": p99, "delivered": delivered}))
-        return decide(
-            runs,
-            lambda m: (f"{m['p99']:,.1f} ms at {m['delivered']:,.0f} ev/s", m["p99"] <= 20),
-        )
-
-    return judge
-
-
-def _no_mercure(result: dict[str, Any], otherwise: str) -> str:
-    """Why a fan-out result has no ratio: Mercure's failed build, or ``otherwise``."""
-    reason = dig(result, "mercure", "build")
-    return f"Mercure: {reason}" if isinstance(reason, str) and reason != "ok" else otherwise
-
-
-def _over_mercure_throughput(results: Results) -> Verdict:
-    """ssegate's ladder against Mercure's (:func:`ssegate_lab.bench.ladder.compare`), per run."""
-    runs = []
-    for result in results:
-        ratios = result.get("ratios") or {}
-        ratio = ratios.get("throughput_at_p99_target")
-        status = ratios.get("throughput_at_p99_target_status")
-        note = ratios.get("throughput_at_p99_target_note") or ""
-        if status is None and ratio is None:
-            runs.append(Run(note=_no_mercure(result, "no ladder ratio")))
-        elif status == NOT_MEASURED:
-            runs.append(Run(note=note))
-        else:
-            runs.append(Run({"ratio": math.inf if ratio is None else float(ratio)}, note=note))
-
-    def judge(medians: dict[str, float]) -> tuple[str, bool]:
-        ratio = medians["ratio"]
-        shown = "Mercure passed no rate" if math.isinf(ratio) else f"{ratio:.2f}{TIMES}"
-        return shown, ratio >= 1.0
-
-    return decide(runs, judge, "ssegate / Mercure, ladders resolved to 10 %")
-
-
 def _over_mercure_memory(results: Results) -> Verdict:
     runs = []
     for result in results:
         ratio = number(dig(result, "ratios", "memory_per_idle_connection"))
         if ratio is None:
-            runs.append(Run(note=_no_mercure(result, "no ratios.memory_per_idle_connection")))
+            runs.append(Run(note=no_mercure(result, "no ratios.memory_per_idle_connection")))
             continue
         short = [
             f"{entry.get('server')}: {entry.get('failed')} idle connection(s) not opened"
@@ -273,12 +209,12 @@ def _over_kafkasse(results: Results) -> Verdict:
             shown = f"{ratio:.1f}{TIMES} at {clients:,} clients"
             runs.append(Run(note="KafkaSSE was not run at 1,000 clients", shown=shown))
             continue
-        ours = _cases(result, server="ssegate", clients=1000)
-        theirs = _cases(result, server="kafkasse", clients=1000)
+        ours = cases_of(result, server="ssegate", clients=1000)
+        theirs = cases_of(result, server="kafkasse", clients=1000)
         void = "; ".join(
-            f"{name}: {_void(cases[0])}"
+            f"{name}: {void_of(cases[0])}"
             for name, cases in (("ssegate", ours), ("KafkaSSE", theirs))
-            if cases and _void(cases[0])
+            if cases and void_of(cases[0])
         )
         lost = tuple(losses(ours[0])) if ours else ()
         runs.append(Run({"ratio": number(at_1000[0]["delivered_events_per_s"]) or 0.0}, lost, void))
@@ -289,41 +225,15 @@ def _over_kafkasse(results: Results) -> Verdict:
 
 KEYED_STREAMS = 19_000
 """20,000 in the target; one process may hold 20,000 open files here, its own included."""
-
-
-def _keyed(results: Results) -> Verdict:
-    """20,000 key-filtered streams at 1,000 msg/s: complete, p99 ≤ 100 ms, CPU ≤ 50 %.
-
-    Every repeat of the largest case is a run.
-    """
-    runs = []
-    for result in results:
-        cases = [
-            case for case in result.get("cases", [])
-            if case.get("gateway") == "ssegate" and (case.get("streams") or 0) >= KEYED_STREAMS
-        ]  # fmt: skip
-        if not cases:
-            runs.append(Run(note=f"no case with {KEYED_STREAMS:,} streams"))
-            continue
-        largest = max(case["streams"] for case in cases)
-        rate = number(result.get("rate")) or 0
-        for case in (c for c in cases if c["streams"] == largest):
-            p99 = number(dig(case, "latency_ms", "p99"))
-            cpu = number(case.get("gateway_cpu_share"))
-            if rate < 1000 or p99 is None or cpu is None:
-                runs.append(Run(note=f"{rate:,.0f} msg/s: below 1,000 msg/s or no figures"))
-                continue
-            counted = case | {"missing": case.get("lost", 0)}
-            runs.append(_run_of(counted, {"p99": p99, "cpu": cpu, "streams": case["streams"]}))
-
-    def judge(medians: dict[str, float]) -> tuple[str, bool]:
-        shown = f"p99 {medians['p99']:,.0f} ms, CPU {medians['cpu']:.0%} of a core"
-        return shown, medians["p99"] <= 100 and medians["cpu"] <= 0.5
-
-    return decide(runs, judge, "every run complete")
-
-
-LIGHT = "p99 ≤ 20 ms at light load (100 clients, 100 events/s)"
+MERCURE_TRANSPORTS = (("h1", "plain HTTP/1.1"), ("tls-h2", "TLS h2"))
+KAFKA = (("server", "ssegate"),)
+STALLED = (
+    ("p99_ratio", 2.0, f"live p99 ≤ 2{TIMES} the baseline"),
+    ("late", 0, "every one ended within the bound"),
+    ("rss_ratio", 1.10, f"gateway RSS after ≤ 1.10{TIMES} the baseline"),
+    ("lost", 0, "the live readers lose nothing, none twice"),
+)
+"""The stalled clients' targets: (figure, limit, words)."""
 
 TARGETS: tuple[Target, ...] = (
     Target("≥ 100,000 idle connections held by one gateway process", "idle", _idle_held),
@@ -333,15 +243,95 @@ TARGETS: tuple[Target, ...] = (
         "≥ 1,000,000 events/s delivered at 1,000 subscribers", "kafka-throughput", _million_per_s
     ),
     Target("p99 ≤ 50 ms at that load", "kafka-throughput", _million_p99),
-    Target(f"{LIGHT}, Kafka → SSE", "kafka", _light_p99(server="ssegate")),
-    Target(f"{LIGHT}, SSE proxy over HTTP/1.1", "proxy", _light_p99(protocol="h1")),
-    Target(f"≥ 1.0{TIMES} Mercure's throughput at equal p99", "fanout", _over_mercure_throughput),
+    Target(
+        "p99 ≤ 10 ms at light load (100 clients, 100 events/s), Kafka → SSE",
+        "kafka",
+        judges.case_figure(Load(100, rate=100, fields=KAFKA), "p99", 10),
+    ),
+    Target(
+        "p99 ≤ 20 ms at light load (100 clients, 100 events/s), SSE proxy over HTTP/1.1",
+        "proxy",
+        judges.case_figure(Load(100, rate=100, fields=(("protocol", "h1"),)), "p99", 20),
+    ),
+    Target(
+        f"≤ 3.3 µs of gateway CPU per delivery at 10,000 subscribers {TIMES} 30 msg/s, one"
+        " event per write, Kafka → SSE",
+        "kafka-fanout",
+        judges.case_figure(Load(10_000, rate=30, fields=KAFKA), "cpu_per_delivery", 3.3),
+    ),
+    Target(
+        f"p99 ≤ 50 ms at 10,000 subscribers {TIMES} 30 msg/s, Kafka → SSE",
+        "kafka-fanout",
+        judges.case_figure(Load(10_000, rate=30, fields=KAFKA), "p99", 50),
+    ),
+    Target(
+        "p99 ≤ 25 ms at 10,000 clients and 20,000 deliveries/s, SSE proxy over HTTP/1.1",
+        "proxy-10k",
+        judges.case_figure(
+            Load(10_000, deliveries=20_000, fields=(("protocol", "h1"),)), "p99", 25
+        ),
+    ),
+    Target(
+        f"≥ 1.0{TIMES} Mercure's throughput at equal p99",
+        "fanout",
+        judges.over_mercure("throughput", "h1", 1.0),
+    ),
+    *(
+        Target(
+            f"≥ 1.5{TIMES} Mercure's throughput at equal p99, 2 workers, {words}",
+            "fanout",
+            judges.over_mercure("throughput", transport, 1.5, workers=2),
+        )
+        for transport, words in MERCURE_TRANSPORTS
+    ),
+    *(
+        Target(
+            f"≤ 0.7{TIMES} Mercure's p99 at equal load, 2 workers, {words}",
+            "fanout",
+            judges.over_mercure("p99", transport, 0.7, workers=2),
+        )
+        for transport, words in MERCURE_TRANSPORTS
+    ),
     Target(f"≤ 1.0{TIMES} Mercure's memory per connection", "fanout", _over_mercure_memory),
     Target(f"≥ 10{TIMES} KafkaSSE's delivered events/s at 1,000 clients", "kafka", _over_kafkasse),
     Target(
         "20,000 key-filtered streams at 1,000 msg/s: none lost, p99 ≤ 100 ms, CPU ≤ 50 %",
         "keyed",
-        _keyed,
+        judges.keyed(KEYED_STREAMS, 1000, 100, cpu_share=0.5),
+    ),
+    Target(
+        "100,000 key-filtered streams across workers at 5,000 msg/s for 5 min: none lost,"
+        " p99 ≤ 250 ms",
+        "keyed-100k",
+        judges.keyed(100_000, 5000, 250, seconds=300),
+    ),
+    Target(
+        "20,000 key-filtered streams at 1,160 msg/s for 30 min: no stream stops, RSS ≤ 10 %"
+        " growth after the first 5 min",
+        "keyed-soak",
+        judges.soak(KEYED_STREAMS, 1160, 1800, 300, 0.10),
+    ),
+    *(
+        Target(f"1,000 stalled clients: {words}", "stalled", judges.stalled(figure, limit))
+        for figure, limit, words in STALLED
+    ),
+    Target(
+        "Kafka leaders killed under 1,000 streams: 0 lost, 0 duplicated, 0 out of order",
+        "failover",
+        judges.failover(1000),
+    ),
+    *(
+        Target(
+            f"pipeline, {case}: ≥ {limit:,} records/s",
+            "pipeline",
+            judges.pipeline_rate(case, limit),
+        )
+        for case, limit in (("stateless", 100_000), ("windowed", 50_000))
+    ),
+    Target(
+        "pipeline: produce → sink p99 ≤ 1 s at the default trigger",
+        "pipeline-latency",
+        judges.pipeline_latency(1000),
     ),
 )
 

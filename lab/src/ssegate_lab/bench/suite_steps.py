@@ -4,9 +4,9 @@ A :class:`Step` is one scenario run: its name in the summary, the scenario's arg
 whether it may draw a plot, and how to pull its headline figures out of the JSON it writes.
 A profile is a tuple of steps; adding a scenario to the suite is one entry per profile.
 
-- ``quick``: every scenario at a small size, each judging one three times; about 15 minutes.
+- ``quick``: every scenario at a small size, each judging one three times; about 30 minutes.
 - ``full``: the sizes of ``docs/performance.md`` plus 100,000 idle connections, each judging
-  one three times; at most four hours.
+  one three times (the 30-minute soak too); at most eight hours.
 - ``tiny`` (for tests): the smallest sizes that still measure something, every step once (so
   it judges nothing).
 
@@ -110,7 +110,9 @@ def kafka_figures(result: dict[str, Any]) -> Figures:
         key = f"{case.get('server')}_{_label(case.get('clients'))}x{_label(case.get('rate'))}"
         figures[f"{key}_delivered_events_per_s"] = number(case.get("delivered_events_per_s"))
         figures[f"{key}_p99_ms"] = number(dig(case, "latency_ms", "p99"))
-        figures[f"{key}_events_per_server_cpu_s"] = number(case.get("events_per_server_cpu_s"))
+        per_cpu_s = number(case.get("events_per_server_cpu_s"))
+        figures[f"{key}_events_per_server_cpu_s"] = per_cpu_s
+        figures[f"{key}_server_us_per_delivery"] = round(1e6 / per_cpu_s, 2) if per_cpu_s else None
     for ratio in dig(result, "kafkasse", "ratio_ssegate_over_kafkasse") or []:
         key = f"over_kafkasse_{ratio.get('clients')}"
         figures[f"{key}_delivered_events_per_s"] = number(ratio.get("delivered_events_per_s"))
@@ -118,12 +120,50 @@ def kafka_figures(result: dict[str, Any]) -> Figures:
 
 
 def pipeline_figures(result: dict[str, Any]) -> Figures:
-    return {
+    figures: Figures = {
         "stateless_records_per_s": number(dig(result, "stateless", "median_records_per_s")),
         "windowed_records_per_s": number(dig(result, "windowed", "median_records_per_s")),
-        "latency_trigger_0_p99_ms": number(dig(result, "latency", "trigger_0", "p99_ms")),
-        "latency_real_time_p99_ms": number(dig(result, "latency", "real_time_5s", "p99_ms")),
     }
+    for key, entry in (result.get("latency") or {}).items():
+        figures[f"latency_{key}_p99_ms"] = number(dig(entry, "p99_ms"))
+    return figures
+
+
+def pipeline_latency_figures(result: dict[str, Any]) -> Figures:
+    """The produce → sink latency of every trigger the run measured."""
+    figures: Figures = {}
+    for key, entry in (result.get("latency") or {}).items():
+        for field in ("p50_ms", "p99_ms", "received"):
+            figures[f"{key}_{field}"] = number(dig(entry, field))
+    return figures
+
+
+def soak_figures(result: dict[str, Any]) -> Figures:
+    """Per repeat of a long keyed run: lost, p99 and the RSS growth (every sample is in the
+    result)."""
+    figures: Figures = {}
+    for index, case in enumerate(result.get("cases", []), 1):
+        key = f"{case.get('gateway')}_{_label(case.get('streams'))}_run{index}"
+        figures[f"{key}_lost"] = number(case.get("lost"))
+        figures[f"{key}_p99_ms"] = number(dig(case, "latency_ms", "p99"))
+        growth = number(case.get("rss_growth_after_first_fifth"))
+        figures[f"{key}_rss_growth_after_first_fifth"] = growth
+        samples = case.get("rss_mib_samples") or []
+        figures[f"{key}_rss_mib_last"] = number(samples[-1][1]) if samples else None
+    return figures
+
+
+def stalled_figures(result: dict[str, Any]) -> Figures:
+    """The medians over the run's repeats (``summary.figures``)."""
+    figures = dig(result, "summary", "figures") or {}
+    return {name: number(dig(spread, "median")) for name, spread in figures.items()}
+
+
+def failover_figures(result: dict[str, Any]) -> Figures:
+    summary = result.get("summary") or {}
+    names = ("kills", "lost", "duplicates", "out_of_order", "unexpected", "reconnects",
+             "closed_early", "gap_s_median", "gap_s_max")  # fmt: skip
+    return {name: number(summary.get(name)) for name in names}
 
 
 def keyed_figures(result: dict[str, Any]) -> Figures:
@@ -159,15 +199,26 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
     "kafka": ("kafka", kafka_figures, False),
     "kafka-throughput": ("kafka", kafka_figures, False),
     "pipeline": ("pipeline", pipeline_figures, False),
+    "pipeline-latency": ("pipeline", pipeline_latency_figures, False),
     "fanout": ("fanout", fanout_figures, True),
     "keyed": ("keyed", keyed_figures, True),
+    "kafka-fanout": ("kafka", kafka_figures, False),
+    "proxy-10k": ("proxy", proxy_figures, False),
+    "stalled": ("stalled", stalled_figures, False),
+    "failover": ("failover", failover_figures, False),
+    "keyed-100k": ("keyed", keyed_figures, False),
+    "keyed-soak": ("keyed", soak_figures, False),
 }
 """Step name → (scenario, headline figures, whether it may plot)."""
 
 
-JUDGING_STEPS = frozenset({"proxy", "kafka", "kafka-throughput", "fanout"})
+JUDGING_STEPS = frozenset(
+    {"proxy", "proxy-10k", "kafka", "kafka-throughput", "kafka-fanout", "fanout",
+     "pipeline-latency"}
+)  # fmt: skip
 """Steps that judge a target from one result per run, so they run :data:`JUDGED_RUNS` times.
-``idle`` and ``keyed`` repeat inside one run (``--runs``, ``--repeat``)."""
+``idle``, ``keyed``, ``stalled``, ``failover`` and ``pipeline``'s throughput repeat inside one
+run (``--runs``, ``--repeat``)."""
 JUDGED_RUNS = 3
 
 
@@ -224,6 +275,36 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 300,
             ),
             "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1", 120),
+            # the targets below at small sizes: their figures, and "not measured" at the
+            # targets' sizes (the latency of the pipeline has no size: it is judged)
+            "kafka-fanout": (
+                "--clients 1000 --rate 30 --duration 3 --idle-clients 0 --kafkasse-clients none",
+                120,
+            ),
+            "proxy-10k": ("--clients 1000 --rate 20 --duration 3 --protocol h1", 90),
+            "pipeline-latency": (
+                "--records 1000 --runs 1 --cases stateless --validation python"
+                " --latency-seconds 3 --latency-triggers 100milliseconds",
+                180,
+            ),
+            "stalled": (
+                "--stalled 100 --rate 400 --live 5 --duration 5 --warmup 5"
+                " --slow-client-timeout 2 --repeat 1",
+                180,
+            ),
+            "keyed-100k": (
+                "--streams 2000 --keys 4000 --rate 5000 --duration 5 --repeat 1 --workers 2",
+                180,
+            ),
+            "keyed-soak": (
+                "--streams 1000 --rate 1160 --duration 30 --repeat 1 --rss-every 3",
+                180,
+            ),
+            # three Kafka nodes
+            "failover": (
+                "--clients 100 --rate 200 --repeat 1 --warmup 3 --hold 3 --heap 256m",
+                480,
+            ),
         }
     ),
     "full": _steps(
@@ -247,10 +328,40 @@ PROFILES: dict[str, tuple[Step, ...]] = {
             "fanout": ("--workers 2", 900),
             # 19,000: one process holds at most 20,000 open files here
             "keyed": ("--streams 1000,10000,19000 --rate 1000 --duration 60 --repeat 3", 1500),
+            # 10,000 subscribers x 30 msg/s: one event per write while the gateway keeps up
+            "kafka-fanout": (
+                "--clients 10000 --rate 30 --duration 5 --idle-clients 0 --kafkasse-clients none",
+                600,
+            ),
+            "proxy-10k": (
+                "--clients 10000 --rate 2 --duration 5 --protocol h1 --client-processes 2",
+                300,
+            ),
+            "pipeline-latency": (
+                "--records 1000 --runs 1 --cases stateless --validation python"
+                " --latency-seconds 10 --latency-triggers 100milliseconds",
+                300,
+            ),
+            "stalled": (
+                "--stalled 1000 --rate 400 --live 20 --duration 30 --size 100 --warmup 60"
+                " --repeat 3",
+                1200,
+            ),
+            "failover": ("--clients 1000 --rate 200 --repeat 3", 1800),
+            # docs/performance.md's command, three times (a verdict takes the median of 3)
+            "keyed-100k": (
+                "--streams 100000 --keys 200000 --rate 5000 --duration 300 --repeat 3 --workers 7",
+                3600,
+            ),
+            # 30 minutes at the reported 10M messages a day x10, three times; 19,000 streams
+            "keyed-soak": (
+                "--streams 19000 --rate 1160 --duration 1800 --repeat 3 --rss-every 30",
+                6600,
+            ),
         }
     ),
 }
 """Profile name → its steps."""
 
-BOUNDS: dict[str, float] = {"tiny": 900.0, "quick": 1500.0, "full": 14400.0}
+BOUNDS: dict[str, float] = {"tiny": 900.0, "quick": 2700.0, "full": 28800.0}
 """Profile name → seconds the whole run may take; a step never runs past it."""
