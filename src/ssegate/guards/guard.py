@@ -11,13 +11,12 @@ returning a :class:`Guard`, registered by its ``type`` in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from ssegate.guards.identity import Authorization
-
-if TYPE_CHECKING:
-    from ssegate.guards.streams import GuardedStreams
+from ssegate.guards.identity import Authorization, Identity
+from ssegate.guards.session import GuardedSession
+from ssegate.guards.streams import AuthorizedSink, GuardedStreams, StreamAuthorization
 
 
 class Guard(Protocol):
@@ -46,3 +45,21 @@ class Guard(Protocol):
     def refresh(self) -> asyncio.Future[None] | None:
         """After a rejection marked ``refreshable``: a refresh of what the guard verifies with
         (its keys) worth waiting for before authorizing once more, or ``None``."""
+
+
+def keep_authorized(
+    sink: AuthorizedSink,
+    grants: Sequence[tuple[Guard, Identity]],
+    *,
+    connection_id: int,
+    http2: bool,
+) -> StreamAuthorization:
+    """Put a stream under authorization: ``grants`` is each guard with what it established."""
+    sessions = [(GuardedSession(guard.name, grant), guard.streams) for guard, grant in grants]
+    authorization = StreamAuthorization(
+        sink, sessions, connection_id=connection_id, http2=http2, clock=grants[0][0].clock
+    )
+    for session, streams in sessions:
+        streams.add(session.identity, authorization)
+    authorization.schedule()
+    return authorization

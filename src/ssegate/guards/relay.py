@@ -39,7 +39,6 @@ import tempfile
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +53,7 @@ from ssegate.guards.relay_wire import (
     encode,
     new_id,
 )
-from ssegate.guards.streams import NO_CONNECTION, Answered
+from ssegate.guards.streams import NO_CONNECTION, Answered, RelayedAnswer
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
@@ -81,18 +80,6 @@ NOT_HELD = "no stream of this identity to extend in any process sharing this add
 
 class RelayUnavailable(Exception):
     """The relay cannot be opened; the reason says why (the gateway runs on without it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RelayedAnswer:
-    """What an HTTP/1.1 challenge answer did in every process that was asked."""
-
-    extended: int
-    """Streams extended, here and elsewhere."""
-    relayed: int
-    """Of those, streams other processes extended."""
-    reason: str | None
-    """Why none was extended; ``None`` when one was."""
 
 
 def relay_directory(addresses: Iterable[tuple[str, int]], base: Path | None = None) -> Path:

@@ -36,11 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from ssegate.engine.exchange import Request
 from ssegate.guards.identity import Identity
 from ssegate.guards.session import (
     CHALLENGE_CONTENT_TYPE,
@@ -49,10 +48,6 @@ from ssegate.guards.session import (
     Due,
     GuardedSession,
 )
-
-if TYPE_CHECKING:
-    from ssegate.guards.guard import Guard
-    from ssegate.guards.relay import AnswerRelay
 
 
 class AuthorizedSink(Protocol):
@@ -65,11 +60,12 @@ class AuthorizedSink(Protocol):
         """End the stream because its authorization ran out."""
 
 
-def is_challenge_answer(request: Request) -> bool:
-    """A POST with ``content-type: application/x-challenge-response``."""
-    if request.method != "POST":
+def is_challenge_answer(method: str, headers: Mapping[str, str]) -> bool:
+    """A request of ``method`` with ``headers`` (lower-case names) is a challenge answer: a
+    POST with ``content-type: application/x-challenge-response``."""
+    if method != "POST":
         return False
-    content_type = request.headers.get("content-type", "")
+    content_type = headers.get("content-type", "")
     return content_type.split(";", 1)[0].strip().lower() == CHALLENGE_CONTENT_TYPE
 
 
@@ -133,24 +129,6 @@ class StreamAuthorization:
             streams.discard(session.identity, self)
 
 
-def keep_authorized(
-    sink: AuthorizedSink,
-    grants: Sequence[tuple[Guard, Identity]],
-    *,
-    connection_id: int,
-    http2: bool,
-) -> StreamAuthorization:
-    """Put a stream under authorization: ``grants`` is each guard with what it established."""
-    sessions = [(GuardedSession(guard.name, grant), guard.streams) for guard, grant in grants]
-    authorization = StreamAuthorization(
-        sink, sessions, connection_id=connection_id, http2=http2, clock=grants[0][0].clock
-    )
-    for session, streams in sessions:
-        streams.add(session.identity, authorization)
-    authorization.schedule()
-    return authorization
-
-
 NO_CONNECTION = -1
 """The connection of an answer that reached another process (:mod:`ssegate.guards.relay`)."""
 
@@ -167,13 +145,36 @@ class Answered:
     """Why none was extended; ``None`` when one was."""
 
 
+@dataclass(frozen=True, slots=True)
+class RelayedAnswer:
+    """What an HTTP/1.1 challenge answer did in every process that was asked."""
+
+    extended: int
+    """Streams extended, here and elsewhere."""
+    relayed: int
+    """Of those, streams other processes extended."""
+    reason: str | None
+    """Why none was extended; ``None`` when one was."""
+
+
+class AnswerForwarding(Protocol):
+    """Where an HTTP/1.1 answer also goes: the other processes sharing the listening address
+    (:class:`~ssegate.guards.relay.AnswerRelay`)."""
+
+    def relay(
+        self, guard: str, token: str, fresh: Identity, here: Answered
+    ) -> asyncio.Future[RelayedAnswer]:
+        """Send ``token`` (which established ``fresh``; ``here`` is what it did in this
+        process) to the other processes; the future is the answer's outcome everywhere."""
+
+
 class GuardedStreams:
     """One guard's streams under authorization, by identity, for challenge answers."""
 
     def __init__(self, guard: str) -> None:
         self.guard = guard
         self._by_identity: dict[str, set[StreamAuthorization]] = {}
-        self.relay: AnswerRelay | None = None
+        self.relay: AnswerForwarding | None = None
         """Where HTTP/1.1 answers also go: the other processes sharing the listening address
         (set when the gateway's ports are shared; :mod:`ssegate.guards.relay`)."""
 

@@ -62,8 +62,7 @@ from ssegate.guards import (
     check_guarded,
 )
 from ssegate.guards.credentials import CredentialsLookup
-from ssegate.guards.relay import RelayedAnswer
-from ssegate.guards.streams import Answered, is_challenge_answer
+from ssegate.guards.streams import Answered, RelayedAnswer, is_challenge_answer
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 
@@ -274,7 +273,7 @@ class HttpServer:
             simple_response(observed, 500, b"internal error\n")
 
     def _answer_or_route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
-        if self.authorization and is_challenge_answer(request):
+        if self.authorization and is_challenge_answer(request.method, request.headers):
             self._answer_challenge(request, observed)
         else:
             self._route(request, body, observed)

@@ -63,8 +63,9 @@ from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import DirectSocket, Request, ResponseStream, simple_response
 from ssegate.guards import Guard, Identity, answer_refusal
+from ssegate.guards.guard import keep_authorized
 from ssegate.guards.guarded import Guarded
-from ssegate.guards.streams import StreamAuthorization, keep_authorized
+from ssegate.guards.streams import StreamAuthorization
 from ssegate.sse_codec.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics

@@ -60,7 +60,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder, format_event_id
@@ -78,8 +78,23 @@ from ssegate.sse_codec.encoder import timestamp_line
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
-if TYPE_CHECKING:
-    from ssegate.bindings.sse_kafka.cohort import Cohort, Cohorts
+
+class CohortSeat(Protocol):
+    """What a member asks of the cohort that writes its stream (:class:`~.cohort.Cohort`)."""
+
+    leader: TopicSubscriber
+
+    def resume_id(self, member: TopicSubscriber) -> str | None: ...
+
+    def remove(self, member: TopicSubscriber) -> None: ...
+
+
+class CohortOffers(Protocol):
+    """Where a subscriber live on every partition offers itself to a cohort
+    (:class:`~.cohort.Cohorts`)."""
+
+    def offer(self, subscriber: TopicSubscriber) -> None: ...
+
 
 ID_ONLY_AFTER_SKIPPED = 1000
 ID_ONLY_AFTER_SECONDS = 1.0
@@ -143,7 +158,7 @@ class TopicSubscriber:
         view: ValueView | None = None,
         shared: SharedBatches | None = None,
         clock: Callable[[], float] = time.monotonic,
-        cohorts: Cohorts | None = None,
+        cohorts: CohortOffers | None = None,
         source: TopicSource | None = None,
     ) -> None:
         self.sink = sink
@@ -176,7 +191,7 @@ class TopicSubscriber:
         leader subscribes to); ``None``: it stays alone."""
         self.source = source
         self._partitions = 0
-        self._cohort: Cohort | None = None
+        self._cohort: CohortSeat | None = None
         """The cohort this subscriber is (or was, once cancelled) a member of."""
 
     # -- TopicListener -----------------------------------------------------------------------
@@ -347,7 +362,7 @@ class TopicSubscriber:
         leader._last_token = self._last_token
         return leader
 
-    def join(self, cohort: Cohort) -> None:
+    def join(self, cohort: CohortSeat) -> None:
         """From now on ``cohort`` writes this subscriber's stream: its own subscription ends."""
         self._cohort = cohort
         self._cancel_id_timer()
