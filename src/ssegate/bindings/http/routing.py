@@ -25,8 +25,8 @@ route's ``guarded`` is compiled with it (role expressions, :mod:`ssegate.guards.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
@@ -110,6 +110,24 @@ class RouteMatch(NamedTuple):
         return self.route.with_
 
 
+class Condition(Protocol):
+    """One ``when`` entry of a route: the parameters it captures from a request it matches."""
+
+    def match(self, request: Request) -> dict[str, str] | None: ...
+
+
+def first_match(conditions: Sequence[Condition], request: Request) -> dict[str, str] | None:
+    """The parameters of the first of a route's ``when`` entries that ``request`` matches;
+    ``{}`` for a route with none (it takes every request), ``None`` when none matches."""
+    if not conditions:
+        return {}
+    for condition in conditions:
+        params = condition.match(request)
+        if params is not None:
+            return params
+    return None
+
+
 class _HeaderCondition:
     """One ``when`` entry: header name → pattern, all of which must match."""
 
@@ -155,13 +173,7 @@ class _CompiledRoute:
         self.guards = Guarded.compile(route.guarded, f"{path}.guarded")
 
     def match(self, request: Request) -> dict[str, str] | None:
-        if not self.conditions:
-            return {}
-        for condition in self.conditions:
-            params = condition.match(request)
-            if params is not None:
-                return params
-        return None
+        return first_match(self.conditions, request)
 
 
 def compile_condition(entry: Mapping[str, Any], path: str) -> _HeaderCondition:

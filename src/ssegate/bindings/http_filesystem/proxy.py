@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ssegate.bindings.http.routing import Pattern
+from ssegate.bindings.http.routing import Pattern, first_match
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
 from ssegate.engine.context import BuildContext, ExitKind
@@ -68,13 +68,7 @@ class FilesystemRoute:
     guarded: Guarded = field(default_factory=Guarded)
 
     def match(self, request: Request) -> dict[str, str] | None:
-        if not self.conditions:
-            return {}
-        for condition in self.conditions:
-            params = condition.match(request)
-            if params is not None:
-                return params
-        return None
+        return first_match(self.conditions, request)
 
 
 class HttpFilesystemProxy:
