@@ -112,8 +112,9 @@ class TopicSubscription(Protocol):
     def cancel(self) -> None: ...
 
     def carry(self, streams: int) -> None:
-        """The listener delivers to ``streams`` downstream streams (1 unless told): the source
-        counts each as a subscriber (its fan-out, and its linger, grow with them)."""
+        """The listener writes each batch to ``streams`` downstream streams (1 unless told;
+        a stream whose client stopped reading, written once per sweep tick, is not counted):
+        the source counts each as a subscriber (its fan-out, and its linger, grow with them)."""
 
 
 class TopicSource(Protocol):

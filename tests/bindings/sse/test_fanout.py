@@ -97,6 +97,9 @@ class Sinks:
     def resume_id(self) -> str | None:
         return None
 
+    def pace(self, stalled: bool) -> None:
+        pass
+
 
 @pytest.fixture
 def writer() -> Iterator[FdWriter]:
@@ -168,6 +171,21 @@ def test_a_closing_transport_is_never_written_directly(writer: FdWriter) -> None
     group.streams[0].transport.closing = True
     group.sinks.write_encoded(EVENT)
     assert writer.calls == [(chunk(EVENT), [11])]
+
+
+def test_a_stream_whose_client_stopped_reading_is_held_for_the_sweep(writer: FdWriter) -> None:
+    group = group_of([10, 11])
+    stalled = group.streams[1]
+    stalled.transport.buffered += b"x" * (64 * 1024 + 1)
+    group.sinks.write_encoded(EVENT)
+    group.sweep.sweep()  # over the stall mark: from now on held for the sweep
+    stalled.transport.buffered.clear()  # the kernel took it, the client still reads nothing
+    group.sinks.write_encoded(EVENT)
+    group.sinks.write_encoded(EVENT)
+    assert writer.calls[1:] == [(chunk(EVENT), [10]), (chunk(EVENT), [10])]
+    assert bytes(stalled.transport.buffered) == b""  # held, not written
+    group.sweep.sweep()
+    assert bytes(stalled.transport.buffered) == chunk(EVENT + EVENT)  # one write for both
 
 
 def test_what_a_short_send_left_is_queued_after_it(writer: FdWriter) -> None:

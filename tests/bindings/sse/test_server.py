@@ -95,12 +95,17 @@ class Subscribed:
         self.cancelled = False
         self.resume_ids: list[str] = []
         """Ids to hand out, one per keep-alive, when asked."""
+        self.paced: list[bool] = []
+        """What the stream told of its client's pace, in order."""
 
     def cancel(self) -> None:
         self.cancelled = True
 
     def resume_id(self) -> str | None:
         return self.resume_ids.pop(0) if self.resume_ids else None
+
+    def pace(self, stalled: bool) -> None:
+        self.paced.append(stalled)
 
 
 class RecordingSource:
@@ -432,6 +437,72 @@ def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
     assert stream.aborted_over is None
     sweep.sweep(116.0)
     assert stream.aborted_over is not None
+
+
+def test_a_stalled_client_gets_what_was_written_in_one_write_per_sweep_visit() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a", id="1")
+    sweep.sweep(100.0)  # over the mark: from now on its writes wait for the sweep
+    sent = stream.body
+    writes = []
+    stream_send = stream.send_data
+
+    def counted(data: bytes, *, end: bool = False) -> None:
+        writes.append(data)
+        stream_send(data, end=end)
+
+    stream.send_data = counted  # type: ignore[method-assign]
+    sink.event("b", id="2")
+    sink.event("c", id="3")
+    assert stream.body == sent and writes == []
+    sweep.sweep(101.0)
+    assert writes == [b"id:2\ndata:b\n\nid:3\ndata:c\n\n"]
+    sweep.sweep(102.0)
+    assert len(writes) == 1  # nothing held, nothing sent
+
+
+def test_a_stalled_client_tells_its_source_and_is_written_at_once_when_it_reads_again() -> None:
+    sweep = StreamSweep(clock=lambda: 100.0)
+    source = RecordingSource()
+    server = SseServer("s", [SseRoute(None, source)], Metrics(), keepalive=0, sweep=sweep)
+    stream = open_stream(server)
+    sink = source.last.sink
+    sink.open()
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a", id="1")
+    sweep.sweep(100.0)
+    assert source.last.paced == [True]
+    sink.event("b", id="2")
+    stream.in_kernel = 0  # the client read everything
+    sweep.sweep(101.0)  # what was held goes out, then the client counts as reading
+    assert source.last.paced == [True, False]
+    assert stream.body.endswith(b"id:2\ndata:b\n\n")
+    sink.event("c", id="3")
+    assert stream.body.endswith(b"id:3\ndata:c\n\n")
+
+
+def test_held_bytes_count_toward_max_buffered() -> None:
+    sweep, stream, sink, server = slow_client_server(max_buffered=128 * 1024, timeout=10)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a")
+    sweep.sweep(100.0)
+    stream.buffered = 100 * 1024
+    sink.event("x" * (20 * 1024))
+    assert stream.aborted_over is None
+    sink.event("y" * (10 * 1024))  # ssegate's buffer plus what it holds: over 128 KiB
+    assert stream.aborted_over == 128 * 1024
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 1
+
+
+def test_a_stream_ending_sends_what_it_held_first() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a", id="1")
+    sweep.sweep(100.0)
+    sink.event("b", id="2")
+    sink.end()
+    assert stream.ended and stream.body.endswith(b"id:2\ndata:b\n\n")
 
 
 def test_the_stall_mark_is_half_of_a_max_buffered_under_128_kib() -> None:

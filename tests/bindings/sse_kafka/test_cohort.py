@@ -184,6 +184,41 @@ def test_the_last_stream_leaving_ends_the_cohort_and_its_subscription() -> None:
     run(scenario)
 
 
+def test_a_member_whose_client_stopped_reading_is_not_carried_until_it_reads_again() -> None:
+    async def scenario() -> None:
+        source = Recorded(partitions=1)
+        proxy = proxy_of(source)
+        streams = [open_stream(proxy) for _ in range(3)]
+        await settled(source)
+        [leader] = source.feed.subscriptions
+        streams[0][1].pace(True)
+        assert leader.streams == 2  # the fetch spaces its batches for the streams written
+        source.produce(0, (None, {}))
+        for sink, _ in streams:
+            assert got(sink) == expected(source)  # a paced stream still gets every event
+        streams[0][1].pace(False)
+        assert leader.streams == 3
+        streams[1][1].pace(True)
+        streams[1][1].cancel()
+        assert leader.streams == 2
+
+    run(scenario)
+
+
+def test_a_stream_alone_whose_client_stopped_reading_is_not_carried() -> None:
+    async def scenario() -> None:
+        source = Recorded(partitions=1)
+        proxy = proxy_of(source)
+        _, subscriber = open_stream(proxy)  # not yet joined: no loop turn since
+        [own] = source.feed.subscriptions
+        subscriber.pace(True)
+        assert own.streams == 0
+        subscriber.pace(False)
+        assert own.streams == 1
+
+    run(scenario)
+
+
 def test_streams_of_another_shape_form_a_cohort_of_their_own() -> None:
     class Stamped(WireSink):
         timestamps = True

@@ -12,8 +12,9 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   call (:func:`ssegate.native.fanout.send_all`), and what its send did not take goes to its
   transport, behind nothing, so the stream's bytes stay in order.
 - Every other member is written as a stream alone, through its own
-  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose connection
-  already holds bytes (they go first), an HTTP/2 stream (its DATA frames are made per stream,
+  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose client stopped
+  reading (its writes are held for the next sweep visit), one whose connection already holds
+  bytes (they go first), an HTTP/2 stream (its DATA frames are made per stream,
   within the stream's and the connection's flow-control windows), one over TLS (its bytes go
   through the TLS record layer, which lives in the transport), an HTTP/1.0 one (not chunked),
   or any sink that is not a :class:`~ssegate.bindings.sse.server.DownstreamStream`.
@@ -43,8 +44,9 @@ from ssegate.sse_codec.encoder import encode_comment, encode_event
 
 Owner = TypeVar("Owner", bound=Hashable)
 
-_Member = tuple[SseSink, Owner, DirectSocket | None]
-"""``(sink, owner, socket)``; ``socket`` is ``None`` for a member never written directly."""
+_Member = tuple[SseSink, Owner, DirectSocket | None, DownstreamStream | None]
+"""``(sink, owner, socket, stream)``: ``socket`` is ``None`` for a member never written directly,
+``stream`` the sink where it is a :class:`DownstreamStream`."""
 
 
 def chunk(data: bytes) -> bytes:
@@ -82,11 +84,13 @@ class SinkGroup(Generic[Owner]):
         """``sink`` (open) gets every write from now on; ``owner`` is what ``on_dropped`` is
         told if the sink closes in a write."""
         direct: DirectSocket | None = None
+        stream: DownstreamStream | None = None
         if isinstance(sink, DownstreamStream):
+            stream = sink
             direct = sink.direct_socket()
             server = sink._server
             self._servers[server] = self._servers.get(server, 0) + 1
-        self._members[sink] = (sink, owner, direct)
+        self._members[sink] = (sink, owner, direct, stream)
 
     def discard(self, sink: SseSink) -> None:
         if self._members.pop(sink, None) is not None and isinstance(sink, DownstreamStream):
@@ -115,14 +119,15 @@ class SinkGroup(Generic[Owner]):
         size = len(data)
         for member in self._members.values():
             socket = member[2]
-            if socket is not None:
+            stream = member[3]
+            if socket is not None and stream is not None and stream._held is None:
                 transport = socket.transport
                 if not transport.get_write_buffer_size() and not transport.is_closing():
                     fds.append(socket.fd)
                     transports.append(transport)
                     direct.append(member)
                     socket.sent += size
-                    member[0]._wrote = True  # type: ignore[attr-defined]  # a DownstreamStream
+                    stream._wrote = True
                     continue
             alone.append(member)
         dropped: list[Owner] = []
@@ -131,7 +136,7 @@ class SinkGroup(Generic[Owner]):
             for index in send_to_all(framed, fds, transports):
                 self._check_behind(direct[index], dropped)
             self._count_sent(direct, size)
-        for sink, owner, _ in alone:
+        for sink, owner, _, _ in alone:
             sink.write_encoded(data)
             if sink.closed:
                 dropped.append(owner)
@@ -176,8 +181,8 @@ class SinkGroup(Generic[Owner]):
     @staticmethod
     def _check_behind(member: _Member[Owner], dropped: list[Owner]) -> None:
         """A direct member's transport took what its send left: apply the byte bound."""
-        sink = member[0]
-        assert isinstance(sink, DownstreamStream)
+        sink = member[3]
+        assert sink is not None
         server = sink._server
         buffered = sink._stream.buffered
         if buffered > server.max_buffered:
@@ -191,8 +196,9 @@ class SinkGroup(Generic[Owner]):
         else:
             counts = {}
             for member in direct:
-                server = member[0]._server  # type: ignore[attr-defined]  # a DownstreamStream
-                counts[server] = counts.get(server, 0) + 1
+                stream = member[3]
+                assert stream is not None
+                counts[stream._server] = counts.get(stream._server, 0) + 1
         for server, count in counts.items():
             server.metrics.inc("stream.data.sent", server.name, size * count)
             server.metrics.inc("ssegate.sse.stream.data.direct", server.name, size * count)

@@ -38,7 +38,10 @@ unsent for its connection (:attr:`ResponseStream.unsent`). A client is dropped w
 bytes pass ``max-buffered`` (reason ``bytes``: ssegate's buffer is checked on every write, the
 total on every sweep) or stay over :data:`STALL_MARK` (or half of ``max-buffered``, when that is
 less) for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the last
-sweep, or already over the mark, are asked, so idle streams cost nothing. Dropping is abortive
+sweep, or already over the mark, are asked, so idle streams cost nothing. While a client is over
+the mark its writes are held and sent once per sweep visit, as one write: a client that reads
+nothing costs one ``send()`` a tick, not one per event, and its source is told
+(:meth:`Subscription.pace`), so that it need not space its batches for it. Dropping is abortive
 (:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
 ``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone is over
 ``max-buffered``), so everything queued for the client is freed at once, the kernel's part
@@ -184,6 +187,8 @@ class DownstreamStream:
 
     __slots__ = (
         "_check",
+        "_held",
+        "_held_bytes",
         "_server",
         "_state",
         "_stream",
@@ -223,6 +228,11 @@ class DownstreamStream:
         longest tick (inf: any, as long as it still visits to check the byte bound)."""
         self.stalled_since: float | None = None
         """When the sweep first found the client over the stall mark (None: it is not)."""
+        self._held: list[bytes] | None = None
+        """While the client is stalled: what was written since the last sweep visit (the
+        writers' own bytes, often shared by many streams, not copies), sent then in one write;
+        ``None``: not stalled, writes go out at once."""
+        self._held_bytes = 0
         self.last_id: str | None = None
         self.remote = remote
         self.subscription: Subscription | None = None
@@ -291,6 +301,11 @@ class DownstreamStream:
         (:mod:`ssegate.bindings.sse.fanout`), where its response has one."""
         return self._stream.direct_socket() if self._state == _OPEN else None
 
+    @property
+    def paced(self) -> bool:
+        """The client is stalled: what is written now waits for the next sweep visit."""
+        return self._held is not None
+
     def comment(self, text: str = "") -> None:
         if self._state == _OPEN:
             self._write(encode_comment(text))
@@ -301,6 +316,7 @@ class DownstreamStream:
         if self._state == _PENDING:
             self.open()
         if self._state == _OPEN and not self._stream.closed:
+            self._release_held()
             self._stream.send_data(b"", end=True)
             self._server.metrics.inc("stream.closes.sent", self._server.name)
         self._close()
@@ -340,8 +356,11 @@ class DownstreamStream:
     # -- server side ------------------------------------------------------------------------
 
     def visit(self, now: float) -> None:
-        """Called by the sweep: drop the client if it is too far behind, else keep it alive."""
+        """Called by the sweep: send what was held for a stalled client, drop the client if it
+        is too far behind, else keep it alive."""
         wrote = self._wrote
+        if self._held:
+            self._release_held()
         if (wrote or self.stalled_since is not None) and self._dropped_as_slow(now):
             return
         if self.keepalive <= 0:
@@ -368,13 +387,39 @@ class DownstreamStream:
         stream = self._stream
         if self._state != _OPEN or stream.closed:
             return
-        stream.send_data(data)
+        held = self._held
+        if held is None:
+            stream.send_data(data)
+            buffered = stream.buffered
+        else:
+            held.append(data)
+            self._held_bytes += len(data)
+            buffered = stream.buffered + self._held_bytes
         self._wrote = True
         server = self._server
         server.metrics.inc("stream.data.sent", server.name, len(data))
-        buffered = stream.buffered
         if buffered > server.max_buffered:
             self._drop_slow("bytes", buffered)
+
+    def _release_held(self) -> None:
+        """Send what was held for the stalled client, in one write."""
+        held = self._held
+        if held:
+            self._held = []
+            self._held_bytes = 0
+            self._stream.send_data(b"".join(held))
+
+    def _pace(self, stalled: bool) -> None:
+        """The client stopped reading (``True``) or reads again: hold its writes to one per
+        sweep visit, or let them go out at once again, and tell the source."""
+        if stalled:
+            self._held = []
+        else:
+            self._release_held()
+            self._held = None
+        subscription = self.subscription
+        if subscription is not None:
+            subscription.pace(stalled)
 
     def _dropped_as_slow(self, now: float) -> bool:
         """Check the client's unsent bytes against both bounds; True when it was dropped."""
@@ -383,9 +428,12 @@ class DownstreamStream:
         if unsent > server.max_buffered:
             self._drop_slow("bytes", unsent)
         elif unsent <= server.stall_mark:
-            self.stalled_since = None
+            if self.stalled_since is not None:
+                self.stalled_since = None
+                self._pace(False)
         elif self.stalled_since is None:
             self.stalled_since = now
+            self._pace(True)
         elif 0 < server.slow_client_timeout <= now - self.stalled_since:
             self._drop_slow("time", unsent, now - self.stalled_since)
         return self._state == _CLOSED
@@ -405,6 +453,7 @@ class DownstreamStream:
         if self._state == _OPEN:
             self._server.metrics.gauge("stream.active.sent", self._server.name, -1)
         self._state = _CLOSED
+        self._held = None
         self._server.sweep.discard(self)
         authorization, self.authorization = self.authorization, None
         if authorization is not None:

@@ -107,6 +107,11 @@ class Subscription(Protocol):
         resume point), or ``None``. A source whose resume point moves without events (passed
         over by a filter) returns it here once per move."""
 
+    def pace(self, stalled: bool) -> None:
+        """The client stopped reading (``True``): until it reads again (``False``) its stream
+        takes what is written in one write per sweep tick, so a source that spaces its writes
+        by the streams it serves need not count this one."""
+
 
 @runtime_checkable
 class SseSource(Protocol):

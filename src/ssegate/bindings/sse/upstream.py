@@ -56,6 +56,9 @@ class FanoutMember:
         """Every upstream id is relayed as it comes: a keep-alive has none to add."""
         return None
 
+    def pace(self, stalled: bool) -> None:
+        """The upstream's events are relayed as they come, spaced by nothing to adjust."""
+
     def deliver_items(self, items: Sequence[UpstreamItem]) -> None:
         """Send ``items`` one by one with this member's own id bookkeeping (and, for a client
         that asked for timestamps, the moment they reached the gateway)."""

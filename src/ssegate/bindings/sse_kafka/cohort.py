@@ -64,7 +64,7 @@ class _Written:
 class Cohort:
     """The streams of one topic and shape that the leader writes as one."""
 
-    __slots__ = ("cohorts", "group", "key", "leader", "members")
+    __slots__ = ("cohorts", "group", "key", "leader", "members", "paced")
 
     def __init__(
         self,
@@ -78,6 +78,8 @@ class Cohort:
         self.leader = leader
         self.group = group
         self.members: dict[TopicSubscriber, _Written] = {}
+        self.paced: set[TopicSubscriber] = set()
+        """Members whose client stopped reading: not counted in what the cohort carries."""
 
     def add(self, member: TopicSubscriber) -> None:
         self.members[member] = _Written(member._last_token, self.group.writes)
@@ -88,6 +90,7 @@ class Cohort:
     def remove(self, member: TopicSubscriber) -> None:
         if self.members.pop(member, None) is None:
             return
+        self.paced.discard(member)
         self.group.discard(member.sink)
         self.leader.metrics.gauge(STREAMS_METRIC, self.leader.binding, -1)
         if self.members:
@@ -118,10 +121,19 @@ class Cohort:
         written.token, written.writes = token, writes
         return format_event_id(token, None, leader.id_format, None)
 
+    def pace(self, member: TopicSubscriber, stalled: bool) -> None:
+        """``member``'s client stopped reading (or reads again)."""
+        if member in self.members:
+            if stalled:
+                self.paced.add(member)
+            else:
+                self.paced.discard(member)
+            self._carry()
+
     def _carry(self) -> None:
         subscription = self.leader.topic_subscription
         if subscription is not None:
-            subscription.carry(len(self.members))
+            subscription.carry(len(self.members) - len(self.paced))
 
 
 class Cohorts:

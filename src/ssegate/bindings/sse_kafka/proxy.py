@@ -103,6 +103,9 @@ class _Refused:
     def resume_id(self) -> str | None:
         return None
 
+    def pace(self, stalled: bool) -> None:
+        return
+
 
 class SseKafkaProxy:
     """The built ``sse-kafka`` proxy binding."""

@@ -88,6 +88,8 @@ class CohortSeat(Protocol):
 
     def remove(self, member: TopicSubscriber) -> None: ...
 
+    def pace(self, member: TopicSubscriber, stalled: bool) -> None: ...
+
 
 class CohortOffers(Protocol):
     """Where a subscriber live on every partition offers itself to a cohort
@@ -312,6 +314,16 @@ class TopicSubscriber:
         self._last_id_at = self._clock()
         self._cancel_id_timer()
         return format_event_id(token, None, self.id_format, None)
+
+    def pace(self, stalled: bool) -> None:
+        """The stream's client stopped reading (or reads again): it is not counted among the
+        streams the topic's batches are spaced for (:meth:`TopicSubscription.carry`)."""
+        if self._cancelled:
+            return
+        if self._cohort is not None:
+            self._cohort.pace(self, stalled)
+        elif self.topic_subscription is not None:
+            self.topic_subscription.carry(0 if stalled else 1)
 
     def cancel(self) -> None:
         if self._cancelled:
