@@ -119,7 +119,16 @@ def _pipeline(case: str) -> Callable[[float], Result]:
     return result
 
 
-def _latency(p99: float) -> Result:
+def _latency(p99: float, sink_p99: float | None = None, **client: Any) -> Result:
+    """A latency case whose SSE client had ``p99`` (its sink ``sink_p99``, by default half)."""
+    sse = {"received": 9990, "duplicates": 0, "missing": 0, "p99_ms": p99} | client
+    case = {"supported": True, "p99_ms": p99 / 2 if sink_p99 is None else sink_p99,
+            "received": 9990, "sse": sse}  # fmt: skip
+    return {"latency": {"trigger_100ms": case}}
+
+
+def _sink_latency(p99: float) -> Result:
+    """A latency case from before the SSE client was measured: the sink only."""
     return {"latency": {"trigger_100ms": {"supported": True, "p99_ms": p99, "received": 9990}}}
 
 
@@ -169,7 +178,7 @@ SHAPES = [
           {"records": 1_000_000}),
     Shape("pipeline, windowed", _pipeline("windowed"), 60_000, 40_000, None,
           {"records": 1_000_000, "windowed": {"runs": []}}),
-    Shape("pipeline: produce → sink p99", _latency, 400.0, 1500.0, None,
+    Shape("pipeline: produce → SSE client p99", _latency, 400.0, 1500.0, {"missing": 3},
           {"latency": {"trigger_100ms": {"supported": False, "reason": "refused"}}}),
 ]  # fmt: skip
 
@@ -267,3 +276,29 @@ def test_the_failover_verdict_shows_the_gap_with_no_target_on_it() -> None:
     verdict = _verdict("Kafka leaders killed", [_failover(gap_s=g) for g in (8.0, 9.0, 16.0)])
     assert verdict["status"] == "met"
     assert verdict["measured"].endswith("gap after a kill 9.0 s (max 16.0 s)")
+
+
+def test_the_pipeline_latency_is_judged_at_the_sse_client_with_the_sink_shown_beside() -> None:
+    slow_gateway = [_latency(1400.0, sink_p99=600.0)] * 3
+    verdict = _verdict("pipeline: produce → SSE client p99", slow_gateway)
+    assert (verdict["status"], verdict["measured"]) == ("missed", "1,400 ms (to the sink 600 ms)")
+    assert "produce → sink → gateway → SSE client at trigger_100ms" in verdict["note"]
+    assert _verdict("pipeline: produce → SSE client p99", [_latency(900.0)] * 3)["status"] == "met"
+
+
+def test_a_pipeline_result_without_the_sse_client_is_judged_on_its_sink_and_says_so() -> None:
+    verdict = _verdict("pipeline: produce → SSE client p99", [_sink_latency(800.0)] * 3)
+    assert (verdict["status"], verdict["measured"]) == ("met", "800 ms")
+    assert verdict["note"].endswith("produce → sink at trigger_100ms")
+
+
+def test_an_event_the_sse_client_got_twice_or_never_fails_the_pipeline_latency() -> None:
+    for loss, words in (({"duplicates": 2}, "2 duplicated"), ({"missing": 5}, "5 lost")):
+        runs = [_latency(300.0), _latency(300.0, **loss), _latency(300.0)]
+        verdict = _verdict("pipeline: produce → SSE client p99", runs)
+        assert (verdict["status"], verdict["measured"]) == ("missed", "loss")
+        assert verdict["note"].startswith(f"run 2 of 3: {words}")
+    nothing = _latency(300.0, p99_ms=None, received=0, missing=9990)
+    verdict = _verdict("pipeline: produce → SSE client p99", [nothing] * 3)
+    assert verdict["measured"] == "loss"
+    assert verdict["note"].startswith("run 1 of 3: 9,990 lost")

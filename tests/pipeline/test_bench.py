@@ -37,7 +37,14 @@ def test_pipeline_bench_reports_rates_and_latency_with_a_micro_batch_and_a_conti
     assert latency["received"] >= 100
     assert 0 < latency["p50_ms"] <= latency["p99_ms"]
     assert latency["cdf_ms"]["50"] == latency["p50_ms"]
+    # the same records, on to an SSE client through a gateway serving the sink topic
+    sse = latency["sse"]
+    assert (sse["received"], sse["duplicates"], sse["missing"]) == (latency["received"], 0, 0)
+    assert 0 < sse["p50_ms"] <= sse["p99_ms"]
+    assert sse["cdf_ms"]["50"] == sse["p50_ms"]
+    assert sse["gateway_cpu_s"] > 0
     continuous = results["latency"]["continuous_1s"]
     # continuous mode runs the JVM checks without their Python fallback
     assert continuous["supported"] is True
     assert continuous["received"] >= 100
+    assert (continuous["sse"]["duplicates"], continuous["sse"]["missing"]) == (0, 0)

@@ -237,7 +237,8 @@ def add_bench_parser(commands: Any) -> None:
     failover.set_defaults(func=_failover)
 
     pipeline = scenarios.add_parser(
-        "pipeline", help="records/s through the Spark pipeline, and produce → sink latency"
+        "pipeline",
+        help="records/s through the Spark pipeline, and latency to the sink and to an SSE client",
     )
     pipeline.add_argument("--records", type=int, default=1_000_000, help="raw records produced")
     pipeline.add_argument("--runs", type=int, default=3, help="runs per case; the median is kept")

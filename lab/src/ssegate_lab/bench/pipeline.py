@@ -1,4 +1,4 @@
-"""``ssegate bench pipeline``: records/s through the Spark pipeline, and produce → sink latency.
+"""``ssegate bench pipeline``: records/s through the Spark pipeline, and latency to an SSE client.
 
 :func:`run` starts its own Kafka broker (free ports, a temporary data directory, stopped after)
 unless given one, and its own Spark session unless given one. It produces ``records`` small JSON
@@ -17,9 +17,14 @@ is reported on its own. Spark's own progress reports (batch durations, rows/s), 
 
 The latency cases then run the stateless pipeline with each of ``triggers`` (pipeline file
 syntax: ``0 seconds``, ``100 milliseconds``, ``real-time 5 seconds``, ``continuous 1 second``)
-while a producer writes readings carrying their send time at ``latency_rate`` per second; a
-consumer of the sink topic takes the arrival time. A trigger Spark refuses for this job is
-reported with Spark's reason.
+while a producer writes readings carrying their send time (``sent``) at ``latency_rate`` per
+second. Each record is timed twice, at once: on the sink topic, by a consumer of it (the case's
+own ``p50_ms`` … ``cdf_ms``: produce → Spark → sink), and at the end of the path a user sees, by
+an SSE client of a real gateway serving the sink topic (its ``sse``: produce → Spark → sink →
+gateway → client; :mod:`ssegate_lab.bench.pipeline_sse`). ``sse`` also says how many events the
+client got, how many came twice (``duplicates``), how many records reached the sink and never
+reached the client (``missing``), and the gateway's CPU seconds over the case. A trigger Spark
+refuses for this job is reported with Spark's reason.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from ssegate.pipeline.config import Pipeline, Trigger, parse_pipeline, parse_tri
 from ssegate.pipeline.job import start_pipeline
 from ssegate.pipeline.topics import TopicSpec, ensure_topics
 from ssegate_lab.bench.pipeline_cpu import CpuShare
+from ssegate_lab.bench.pipeline_sse import SseLeg, gateway_stream
 from ssegate_lab.broker import start_broker, stop_broker
 
 if TYPE_CHECKING:
@@ -254,45 +260,55 @@ class _Bench:
         }
 
     def latency(self, trigger: Trigger, seconds: float, rate: int) -> dict[str, Any]:
-        """Produce → sink latency of the stateless job with ``trigger``, or Spark's refusal."""
+        """Produce → sink and produce → SSE client latency of the stateless job with
+        ``trigger``, or Spark's refusal."""
         raw = _unique("bench.live")
         ensure_topics(self.bootstrap, [TopicSpec(raw, 1)])
         pipeline = self.pipeline("stateless", raw, starting="latest")
         sink = pipeline.sinks["out"].topic
         ensure_topics(self.bootstrap, [TopicSpec(sink, 1)])
-        try:
-            (query,) = start_pipeline(self.spark, pipeline, trigger=trigger)
-        except Exception as exc:  # Spark refuses the plan with this trigger: that is the finding
-            return {"supported": False, "reason": _first_line(str(exc))}
-        try:
-            started = _wait_for_first_batch(query, trigger)
-            if started is not None:
-                return {"supported": False, "reason": started}
-            load_before = os.getloadavg()[0]
-            cpu = CpuShare()
-            result = measure_latency(self.bootstrap, raw, sink, seconds, rate)
-            result.update(cpu.shares())
-            result["load_1m"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
-            batches = [_batch(p) for p in _progress(query)]
-            durations = [b["duration_ms"] for b in batches if b["rows"]]
-            if durations:
-                result["median_batch_ms"] = statistics.median(durations)
-            result["batches_with_rows"] = len(durations)
-            return {"supported": True, **result}
-        finally:
-            query.stop()
+        # the gateway and its client first, so that the case starts on the query's first batch
+        with gateway_stream(self.bootstrap, sink, self.work / "gateways" / sink) as sse:
+            try:
+                (query,) = start_pipeline(self.spark, pipeline, trigger=trigger)
+            except Exception as exc:  # Spark refuses the plan with this trigger: the finding
+                return {"supported": False, "reason": _first_line(str(exc))}
+            try:
+                return self._measure(query, trigger, raw, sink, seconds, rate, sse)
+            finally:
+                query.stop()
+
+    def _measure(
+        self, query: StreamingQuery, trigger: Trigger, raw: str, sink: str, seconds: float,
+        rate: int, sse: SseLeg,
+    ) -> dict[str, Any]:  # fmt: skip
+        started = _wait_for_first_batch(query, trigger)
+        if started is not None:
+            return {"supported": False, "reason": started}
+        load_before = os.getloadavg()[0]
+        cpu = CpuShare()
+        result = measure_latency(self.bootstrap, raw, sink, seconds, rate, sse)
+        result.update(cpu.shares())
+        result["load_1m"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+        batches = [_batch(p) for p in _progress(query)]
+        durations = [b["duration_ms"] for b in batches if b["rows"]]
+        if durations:
+            result["median_batch_ms"] = statistics.median(durations)
+        result["batches_with_rows"] = len(durations)
+        return {"supported": True, **result}
 
 
 def measure_latency(
-    bootstrap: str, raw: str, sink: str, seconds: float, rate: int
+    bootstrap: str, raw: str, sink: str, seconds: float, rate: int, sse: SseLeg | None = None
 ) -> dict[str, Any]:
     """Produce ``rate`` readings/s for ``seconds`` carrying their send time; time their arrival
-    on ``sink``. Latencies are in milliseconds."""
+    on ``sink`` and, given the ``sse`` leg, at its SSE client. Latencies are in milliseconds."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": _unique("bench"),
                          "enable.auto.commit": False, "fetch.wait.max.ms": 5})  # fmt: skip
     high = consumer.get_watermark_offsets(TopicPartition(sink, 0), timeout=10)[1]
     consumer.assign([TopicPartition(sink, 0, high)])
     expected = int(seconds * rate)
+    gateway_cpu = sse.gateway.sample().cpu_seconds if sse is not None else 0.0
     producer_done = threading.Event()
 
     def produce() -> None:
@@ -310,6 +326,7 @@ def measure_latency(
     thread = threading.Thread(target=produce, name="bench-producer", daemon=True)
     thread.start()
     latencies: list[float] = []
+    offsets: list[int] = []
     deadline = time.monotonic() + seconds + 30
     quiet_since = time.monotonic()
     try:
@@ -320,21 +337,51 @@ def measure_latency(
             if message is not None and message.error() is None:
                 sent = json.loads(message.value() or b"{}").get("sent", 0)
                 latencies.append((arrived - sent) / 1000)
+                offsets.append(message.offset() or 0)  # a fetched record always has one
                 quiet_since = time.monotonic()
             elif latencies and producer_done.is_set() and time.monotonic() - quiet_since > 3:
                 break
     finally:
         consumer.close()
         thread.join(35)
-    latencies.sort()
-    return {
+    result = {
         "rate": rate,
         "seconds": seconds,
         "received": len(latencies),
+        **_latency_figures(latencies),
+    }
+    if sse is not None:
+        result["sse"] = _sse_figures(sse, offsets, gateway_cpu)
+    return result
+
+
+def _latency_figures(latencies: list[float]) -> dict[str, Any]:
+    """p50, p90, p99, max and the CDF of ``latencies`` (sorted in place)."""
+    latencies.sort()
+    return {
         **{f"p{q}_ms": _percentile(latencies, q) for q in (50, 90, 99)},
         "max_ms": round(latencies[-1], 1) if latencies else None,
         "cdf_ms": {str(q): _percentile(latencies, q) for q in CDF_POINTS},
     }
+
+
+def _sse_figures(sse: SseLeg, sink_offsets: list[int], gateway_cpu: float) -> dict[str, Any]:
+    """What the SSE client got of the records read from the sink (at ``sink_offsets``), once
+    it has had :data:`~ssegate_lab.bench.pipeline_sse.DRAIN_SECONDS` to bring the rest, and
+    the gateway's CPU seconds since it had ``gateway_cpu``."""
+    delivered = sse.drain(sink_offsets)
+    figures: dict[str, Any] = {
+        "received": delivered.received,
+        "duplicates": delivered.duplicates,
+        "missing": delivered.missing,
+        "not_in_sink": delivered.not_in_sink,
+        "unreadable": delivered.unreadable,
+        **_latency_figures(delivered.latencies_ms),
+        "gateway_cpu_s": round(sse.gateway.sample().cpu_seconds - gateway_cpu, 2),
+    }
+    if sse.reader.error:
+        figures.update(closed_early=1, stream_error=sse.reader.error)
+    return figures
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:

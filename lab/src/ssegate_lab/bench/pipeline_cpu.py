@@ -2,8 +2,9 @@
 
 The machine's CPUs are shared with other work; :class:`CpuShare` reads ``/proc/stat`` for the
 machine's busy time and ``/proc/<pid>/stat`` for this process and its live descendants, split
-into the driver (this process), the Spark JVM, Spark's Python workers and a Kafka broker started
-from here. A descendant that exits during the case takes its CPU time with it.
+into the driver (this process), the Spark JVM, Spark's Python workers, and a Kafka broker and
+an ssegate gateway started from here. A descendant that exits during the case takes its CPU
+time with it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 class CpuShare:
     """How busy the machine's CPUs were since creation, and which of it was this process tree:
-    this process (the driver), its Spark JVM, Spark's Python workers and its Kafka broker."""
+    this process (the driver), its Spark JVM, Spark's Python workers, its Kafka broker and its
+    gateway."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
@@ -60,7 +62,9 @@ def _tree_cpu_s(root: int) -> dict[str, float]:
         pid = int(entry.name)
         parents[pid] = int(after_name[1])
         used[pid] = (_part(command), (int(after_name[11]) + int(after_name[12])) / _TICKS)
-    totals = {"driver": 0.0, "spark_jvm": 0.0, "python_workers": 0.0, "broker": 0.0}
+    totals = {
+        "driver": 0.0, "spark_jvm": 0.0, "python_workers": 0.0, "broker": 0.0, "gateway": 0.0
+    }  # fmt: skip
     for pid, (part, seconds) in used.items():
         ancestor = pid
         while ancestor > 1 and ancestor != root:
@@ -77,4 +81,6 @@ def _part(command: bytes) -> str:
         return "spark_jvm"
     if b"pyspark" in command:
         return "python_workers"
+    if b"-m\0ssegate\0start\0" in command:
+        return "gateway"
     return "driver"

@@ -329,7 +329,7 @@ TARGETS: tuple[Target, ...] = (
         for case, limit in (("stateless", 100_000), ("windowed", 50_000))
     ),
     Target(
-        "pipeline: produce → sink p99 ≤ 1 s at the default trigger",
+        "pipeline: produce → SSE client p99 ≤ 1 s at the default trigger",
         "pipeline-latency",
         judges.pipeline_latency(1000),
     ),

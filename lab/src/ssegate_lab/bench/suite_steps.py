@@ -126,15 +126,19 @@ def pipeline_figures(result: dict[str, Any]) -> Figures:
     }
     for key, entry in (result.get("latency") or {}).items():
         figures[f"latency_{key}_p99_ms"] = number(dig(entry, "p99_ms"))
+        figures[f"latency_{key}_sse_p99_ms"] = number(dig(entry, "sse", "p99_ms"))
     return figures
 
 
 def pipeline_latency_figures(result: dict[str, Any]) -> Figures:
-    """The produce → sink latency of every trigger the run measured."""
+    """The produce → sink and produce → SSE client latency of every trigger the run measured,
+    and what the SSE client missed."""
     figures: Figures = {}
     for key, entry in (result.get("latency") or {}).items():
         for field in ("p50_ms", "p99_ms", "received"):
             figures[f"{key}_{field}"] = number(dig(entry, field))
+        for field in ("p50_ms", "p99_ms", "received", "missing", "duplicates"):
+            figures[f"{key}_sse_{field}"] = number(dig(entry, "sse", field))
     return figures
 
 
