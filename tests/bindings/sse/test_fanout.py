@@ -34,6 +34,8 @@ class ChunkedStream:
         self._socket: DirectSocket | None = None
         self.status: int | None = None
         self.aborted = False
+        self.in_kernel = 0
+        """Bytes the kernel holds unsent, as the test sets them."""
         self._close_callbacks: list[Callable[[], None]] = []
 
     def send_headers(
@@ -57,7 +59,7 @@ class ChunkedStream:
 
     @property
     def unsent(self) -> int:
-        return self.buffered
+        return self.buffered + self.in_kernel
 
     @property
     def closed(self) -> bool:
@@ -173,19 +175,33 @@ def test_a_closing_transport_is_never_written_directly(writer: FdWriter) -> None
     assert writer.calls == [(chunk(EVENT), [11])]
 
 
-def test_a_stream_whose_client_stopped_reading_is_held_for_the_sweep(writer: FdWriter) -> None:
-    group = group_of([10, 11])
-    stalled = group.streams[1]
-    stalled.transport.buffered += b"x" * (64 * 1024 + 1)
+def test_a_stream_whose_client_reads_nothing_is_held_then_sent_all_in_one_write(
+    writer: FdWriter,
+) -> None:
+    group = group_of([10, 11, 12])
+    for stalled in group.streams[1:]:
+        stalled.transport.buffered += b"x" * (64 * 1024 + 1)
     group.sinks.write_encoded(EVENT)
-    group.sweep.sweep()  # over the stall mark: from now on held for the sweep
-    stalled.transport.buffered.clear()  # the kernel took it, the client still reads nothing
+    group.sweep.sweep()  # over the stall mark: held from now on
+    for stalled in group.streams[1:]:
+        stalled.transport.buffered.clear()  # the kernel took it; the clients still read nothing
+    group.streams[1].in_kernel = 64 * 1024 + 1
+    group.streams[2].in_kernel = 64 * 1024 + 1
     group.sinks.write_encoded(EVENT)
     group.sinks.write_encoded(EVENT)
     assert writer.calls[1:] == [(chunk(EVENT), [10]), (chunk(EVENT), [10])]
-    assert bytes(stalled.transport.buffered) == b""  # held, not written
+    assert group.sinks._log.entries == 2  # once for both held streams
+    group.sweep.sweep()  # still behind: nothing sent
+    assert [bytes(s.transport.buffered) for s in group.streams[1:]] == [b"", b""]
+    group.streams[1].in_kernel = 0  # this client read
     group.sweep.sweep()
-    assert bytes(stalled.transport.buffered) == chunk(EVENT + EVENT)  # one write for both
+    assert bytes(group.streams[1].transport.buffered) == chunk(EVENT + EVENT)
+    assert bytes(group.streams[2].transport.buffered) == b""
+    group.streams[1].transport.buffered.clear()  # and the kernel took that too
+    group.sinks.write_encoded(EVENT)  # written with the others again
+    assert writer.calls[-1] == (chunk(EVENT), [10, 11])
+    group.sinks.end()  # the one still held is sent what was kept for it before its end
+    assert bytes(group.streams[2].transport.buffered).startswith(chunk(EVENT + EVENT + EVENT))
 
 
 def test_what_a_short_send_left_is_queued_after_it(writer: FdWriter) -> None:

@@ -439,12 +439,11 @@ def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
     assert stream.aborted_over is not None
 
 
-def test_a_stalled_client_gets_what_was_written_in_one_write_per_sweep_visit() -> None:
-    sweep, stream, sink, _ = slow_client_server(timeout=10)
+def test_a_stalled_client_is_sent_nothing_until_it_reads_again_then_all_in_one_write() -> None:
+    sweep, stream, sink, server = slow_client_server(timeout=10)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("a", id="1")
-    sweep.sweep(100.0)  # over the mark: from now on its writes wait for the sweep
-    sent = stream.body
+    sweep.sweep(100.0)  # over the mark: from now on its writes are kept
     writes = []
     stream_send = stream.send_data
 
@@ -453,13 +452,19 @@ def test_a_stalled_client_gets_what_was_written_in_one_write_per_sweep_visit() -
         stream_send(data, end=end)
 
     stream.send_data = counted  # type: ignore[method-assign]
+    sent = server.metrics.counter("stream.data.sent", "s")
     sink.event("b", id="2")
     sink.event("c", id="3")
-    assert stream.body == sent and writes == []
     sweep.sweep(101.0)
+    sweep.sweep(102.0)  # still stalled: still kept, and no keep-alive either
+    assert writes == []
+    assert server.metrics.counter("stream.data.sent", "s") == sent  # counted once sent
+    stream.in_kernel = 64 * 1024  # the client read: back at the mark
+    sweep.sweep(103.0)
     assert writes == [b"id:2\ndata:b\n\nid:3\ndata:c\n\n"]
-    sweep.sweep(102.0)
-    assert len(writes) == 1  # nothing held, nothing sent
+    assert server.metrics.counter("stream.data.sent", "s") == sent + len(writes[0])
+    sink.event("d", id="4")  # written at once again
+    assert writes[-1] == b"id:4\ndata:d\n\n"
 
 
 def test_a_stalled_client_tells_its_source_and_is_written_at_once_when_it_reads_again() -> None:
@@ -491,7 +496,9 @@ def test_held_bytes_count_toward_max_buffered() -> None:
     sink.event("x" * (20 * 1024))
     assert stream.aborted_over is None
     sink.event("y" * (10 * 1024))  # ssegate's buffer plus what it holds: over 128 KiB
-    assert stream.aborted_over == 128 * 1024
+    held = 30 * 1024 + 2 * len(b"data:\n\n")
+    # Its connection is reset too if over the bound less what was held for the stream.
+    assert stream.aborted_over == 128 * 1024 - held
     assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 1
 
 

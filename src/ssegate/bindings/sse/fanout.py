@@ -12,9 +12,8 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   call (:func:`ssegate.native.fanout.send_all`), and what its send did not take goes to its
   transport, behind nothing, so the stream's bytes stay in order.
 - Every other member is written as a stream alone, through its own
-  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose client stopped
-  reading (its writes are held for the next sweep visit), one whose connection already holds
-  bytes (they go first), an HTTP/2 stream (its DATA frames are made per stream,
+  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose connection
+  already holds bytes (they go first), an HTTP/2 stream (its DATA frames are made per stream,
   within the stream's and the connection's flow-control windows), one over TLS (its bytes go
   through the TLS record layer, which lives in the transport), an HTTP/1.0 one (not chunked),
   or any sink that is not a :class:`~ssegate.bindings.sse.server.DownstreamStream`.
@@ -22,6 +21,10 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
   ``stream.data.sent`` and in ``ssegate.sse.stream.data.direct`` (the part sent past the
   streams: one increment each per group write, not per stream), and in the response's size.
+- A member whose client reads nothing (over the stall mark at a sweep) is held
+  (:mod:`ssegate.bindings.sse.hold`): it leaves the members written, and each write is appended
+  once to the group's shared log for all the held members, until a member's client reads again
+  (it is sent what the log kept for it, and written with the others again) or it is dropped.
 - The slow-client byte bound holds as for a stream alone: a member whose connection holds more
   than ``max-buffered`` after the write is dropped (reason ``bytes``). Every member that closed
   in a write is handed to the group's ``on_dropped`` after it, with the owner it was added with.
@@ -36,6 +39,7 @@ import asyncio
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from ssegate.bindings.sse.hold import Hold, SharedLog
 from ssegate.bindings.sse.server import DownstreamStream, SseServer
 from ssegate.bindings.sse.source import EventCheck, SseSink
 from ssegate.bindings.tcp.fanout import send_to_all
@@ -74,11 +78,15 @@ class SinkGroup(Generic[Owner]):
         self.writes = 0
         """Writes made to every member so far (data, ids, comments)."""
         self._members: dict[SseSink, _Member[Owner]] = {}
+        """The members written now."""
+        self._held: dict[SseSink, _Member[Owner]] = {}
+        """Members whose client reads nothing: their writes go to :attr:`_log`."""
+        self._log = SharedLog()
         self._servers: dict[SseServer, int] = {}
         """Members by sse server, for the ``stream.data.sent`` count."""
 
     def __len__(self) -> int:
-        return len(self._members)
+        return len(self._members) + len(self._held)
 
     def add(self, sink: SseSink, owner: Owner) -> None:
         """``sink`` (open) gets every write from now on; ``owner`` is what ``on_dropped`` is
@@ -87,13 +95,16 @@ class SinkGroup(Generic[Owner]):
         stream: DownstreamStream | None = None
         if isinstance(sink, DownstreamStream):
             stream = sink
+            sink.group = self
             direct = sink.direct_socket()
             server = sink._server
             self._servers[server] = self._servers.get(server, 0) + 1
         self._members[sink] = (sink, owner, direct, stream)
 
     def discard(self, sink: SseSink) -> None:
-        if self._members.pop(sink, None) is not None and isinstance(sink, DownstreamStream):
+        member = self._members.pop(sink, None) or self._held.pop(sink, None)
+        if member is not None and isinstance(sink, DownstreamStream):
+            sink.leave_group()
             server = sink._server
             left = self._servers.get(server, 0) - 1
             if left > 0:
@@ -110,8 +121,24 @@ class SinkGroup(Generic[Owner]):
     def open(self) -> None:
         """Members are open when they join."""
 
+    def hold(self, stream: DownstreamStream) -> Hold:
+        """``stream``'s client reads nothing: keep the group's writes for it in the log until
+        its hold is released."""
+        member = self._members.pop(stream, None)
+        if member is None:
+            return Hold()
+        self._held[stream] = member
+
+        def released() -> None:
+            if self._held.pop(stream, None) is not None:
+                self._members[stream] = member
+
+        return self._log.hold(released)
+
     def write_encoded(self, data: bytes) -> None:
         self.writes += 1
+        if self._held:
+            self._log.append(data)
         fds: list[int] = []
         transports: list[asyncio.Transport] = []
         direct: list[_Member[Owner]] = []
@@ -120,7 +147,7 @@ class SinkGroup(Generic[Owner]):
         for member in self._members.values():
             socket = member[2]
             stream = member[3]
-            if socket is not None and stream is not None and stream._held is None:
+            if socket is not None and stream is not None and not stream.held:
                 transport = socket.transport
                 if not transport.get_write_buffer_size() and not transport.is_closing():
                     fds.append(socket.fd)
@@ -169,11 +196,11 @@ class SinkGroup(Generic[Owner]):
         self.write_encoded(encode_comment(text))
 
     def end(self) -> None:
-        for sink in list(self._members):
+        for sink in [*self._members, *self._held]:
             sink.end()
 
     def fail(self, status: int, reason: str) -> None:
-        for sink in list(self._members):
+        for sink in [*self._members, *self._held]:
             sink.fail(status, reason)
 
     # -- inside ---------------------------------------------------------------------------------

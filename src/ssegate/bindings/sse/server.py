@@ -39,10 +39,12 @@ bytes pass ``max-buffered`` (reason ``bytes``: ssegate's buffer is checked on ev
 total on every sweep) or stay over :data:`STALL_MARK` (or half of ``max-buffered``, when that is
 less) for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the last
 sweep, or already over the mark, are asked, so idle streams cost nothing. While a client is over
-the mark its writes are held and sent once per sweep visit, as one write: a client that reads
-nothing costs one ``send()`` a tick, not one per event, and its source is told
-(:meth:`Subscription.pace`), so that it need not space its batches for it. Dropping is abortive
-(:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
+the mark what is written to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a group of
+streams keeps one log for all its held members), and sent as one write once the client is back
+at the mark: a client that reads nothing costs no ``send()``, and its source is told
+(:meth:`Subscription.pace`), so that it need not space its batches for it. What is kept counts
+toward ``max-buffered`` (checked on every write to the stream, and on every sweep). Dropping is
+abortive (:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
 ``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone is over
 ``max-buffered``), so everything queued for the client is freed at once, the kernel's part
 included, and the client sees the stream fail and reconnects with its last id. Each drop is one
@@ -56,9 +58,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.checks import ContentCheck, compile_checks
+from ssegate.bindings.sse.hold import Hold
 from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
 from ssegate.bindings.sse.source import SSE_SOURCE, EventCheck, SseSource, Subscription
 from ssegate.config.errors import ConfigError
@@ -171,6 +175,13 @@ def shared_sweep() -> StreamSweep:
     return _shared_sweep
 
 
+class HoldSource(Protocol):
+    """Where a stream written with others gets its hold while its client reads nothing
+    (:meth:`~ssegate.bindings.sse.fanout.SinkGroup.hold`)."""
+
+    def hold(self, stream: DownstreamStream) -> Hold: ...
+
+
 @dataclass(frozen=True, slots=True)
 class SseRoute:
     path: Pattern | None
@@ -188,12 +199,12 @@ class DownstreamStream:
     __slots__ = (
         "_check",
         "_held",
-        "_held_bytes",
         "_server",
         "_state",
         "_stream",
         "_wrote",
         "authorization",
+        "group",
         "idle_since",
         "keepalive",
         "last_id",
@@ -228,11 +239,11 @@ class DownstreamStream:
         longest tick (inf: any, as long as it still visits to check the byte bound)."""
         self.stalled_since: float | None = None
         """When the sweep first found the client over the stall mark (None: it is not)."""
-        self._held: list[bytes] | None = None
-        """While the client is stalled: what was written since the last sweep visit (the
-        writers' own bytes, often shared by many streams, not copies), sent then in one write;
-        ``None``: not stalled, writes go out at once."""
-        self._held_bytes = 0
+        self._held: Hold | None = None
+        """While the client is stalled: what is written to it, kept until it reads again
+        (:mod:`~ssegate.bindings.sse.hold`); ``None``: writes go out at once."""
+        self.group: HoldSource | None = None
+        """The group writing this stream with others, which holds for it while it is held."""
         self.last_id: str | None = None
         self.remote = remote
         self.subscription: Subscription | None = None
@@ -302,9 +313,15 @@ class DownstreamStream:
         return self._stream.direct_socket() if self._state == _OPEN else None
 
     @property
-    def paced(self) -> bool:
-        """The client is stalled: what is written now waits for the next sweep visit."""
+    def held(self) -> bool:
+        """The client is stalled: what is written now is kept until it reads again."""
         return self._held is not None
+
+    def leave_group(self) -> None:
+        """The group writing this stream lets it go: what it held for it stays held here."""
+        self.group = None
+        if self._held is not None:
+            self._held.detach()
 
     def comment(self, text: str = "") -> None:
         if self._state == _OPEN:
@@ -316,7 +333,7 @@ class DownstreamStream:
         if self._state == _PENDING:
             self.open()
         if self._state == _OPEN and not self._stream.closed:
-            self._release_held()
+            self._send_held()
             self._stream.send_data(b"", end=True)
             self._server.metrics.inc("stream.closes.sent", self._server.name)
         self._close()
@@ -356,12 +373,13 @@ class DownstreamStream:
     # -- server side ------------------------------------------------------------------------
 
     def visit(self, now: float) -> None:
-        """Called by the sweep: send what was held for a stalled client, drop the client if it
-        is too far behind, else keep it alive."""
+        """Called by the sweep: drop the client if it is too far behind, send it what was held
+        once it reads again, else keep it alive (a held stream needs no keep-alive)."""
         wrote = self._wrote
-        if self._held:
-            self._release_held()
         if (wrote or self.stalled_since is not None) and self._dropped_as_slow(now):
+            return
+        if self._held is not None:
+            self._wrote = False
             return
         if self.keepalive <= 0:
             self._wrote = False
@@ -387,36 +405,39 @@ class DownstreamStream:
         stream = self._stream
         if self._state != _OPEN or stream.closed:
             return
+        self._wrote = True
+        server = self._server
         held = self._held
         if held is None:
             stream.send_data(data)
+            server.metrics.inc("stream.data.sent", server.name, len(data))
             buffered = stream.buffered
         else:
-            held.append(data)
-            self._held_bytes += len(data)
-            buffered = stream.buffered + self._held_bytes
-        self._wrote = True
-        server = self._server
-        server.metrics.inc("stream.data.sent", server.name, len(data))
+            held.add(data)
+            buffered = stream.buffered + held.size
         if buffered > server.max_buffered:
             self._drop_slow("bytes", buffered)
 
-    def _release_held(self) -> None:
-        """Send what was held for the stalled client, in one write."""
-        held = self._held
-        if held:
-            self._held = []
-            self._held_bytes = 0
-            self._stream.send_data(b"".join(held))
+    def _send_held(self) -> None:
+        """The client reads again (or the stream ends): send what was held, in one write."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        data = held.take()
+        held.release()
+        if data:
+            self._stream.send_data(data)
+            server = self._server
+            server.metrics.inc("stream.data.sent", server.name, len(data))
 
     def _pace(self, stalled: bool) -> None:
-        """The client stopped reading (``True``) or reads again: hold its writes to one per
-        sweep visit, or let them go out at once again, and tell the source."""
+        """The client stopped reading (``True``): keep what is written to it; or it reads again:
+        send it what was kept, and write it at once from now on. The source is told."""
         if stalled:
-            self._held = []
+            group = self.group
+            self._held = group.hold(self) if group is not None else Hold()
         else:
-            self._release_held()
-            self._held = None
+            self._send_held()
         subscription = self.subscription
         if subscription is not None:
             subscription.pace(stalled)
@@ -425,8 +446,10 @@ class DownstreamStream:
         """Check the client's unsent bytes against both bounds; True when it was dropped."""
         server = self._server
         unsent = self._stream.unsent
-        if unsent > server.max_buffered:
-            self._drop_slow("bytes", unsent)
+        held = self._held
+        behind = unsent if held is None else unsent + held.size
+        if behind > server.max_buffered:
+            self._drop_slow("bytes", behind)
         elif unsent <= server.stall_mark:
             if self.stalled_since is not None:
                 self.stalled_since = None
@@ -435,17 +458,20 @@ class DownstreamStream:
             self.stalled_since = now
             self._pace(True)
         elif 0 < server.slow_client_timeout <= now - self.stalled_since:
-            self._drop_slow("time", unsent, now - self.stalled_since)
+            self._drop_slow("time", behind, now - self.stalled_since)
         return self._state == _CLOSED
 
     def _drop_slow(self, reason: str, unsent: int, stalled_for: float = 0.0) -> None:
-        """Too far behind: count it, release the source, and abort the response."""
+        """Too far behind: count it, release the source, and abort the response (its
+        connection too when that is over ``max-buffered`` with what was held for the stream,
+        as it would be had the held bytes been sent)."""
         server = self._server
         server.slow_client(self, reason, unsent, stalled_for)
         server.metrics.inc("stream.errors.sent", server.name)
         stream = self._stream
+        held = self._held.size if self._held is not None else 0
         self._close()
-        stream.abort(server.max_buffered)
+        stream.abort(max(0, server.max_buffered - held))
 
     def _close(self) -> None:
         if self._state == _CLOSED:
@@ -453,7 +479,9 @@ class DownstreamStream:
         if self._state == _OPEN:
             self._server.metrics.gauge("stream.active.sent", self._server.name, -1)
         self._state = _CLOSED
-        self._held = None
+        held, self._held = self._held, None
+        if held is not None:
+            held.release()
         self._server.sweep.discard(self)
         authorization, self.authorization = self.authorization, None
         if authorization is not None:
