@@ -21,7 +21,6 @@ over memory BIOs, and OpenSSL's kTLS offload needs OpenSSL to own the socket.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import ssl
 import statistics
@@ -31,10 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from ssegate_lab.testing.certs import write_self_signed
 
 BATCHES = (1, 2, 5, 10, 20, 50)
 ULP_FILE = Path("/proc/sys/net/ipv4/tcp_available_ulp")
@@ -48,32 +44,6 @@ def event(index: int, size: int) -> bytes:
     """An SSE event of about ``size`` bytes, as the sse-kafka proxy writes one."""
     head = b"id:AQIA%06d\ndata:" % index
     return head + b"x" * max(0, size - len(head) - 2) + b"\n\n"
-
-
-def _write_certificate(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
 
 
 class Session:
@@ -132,7 +102,7 @@ def encrypt(session: Session, writes: list[bytes]) -> tuple[float, bytes]:
 
 def measure(events: int, size: int, repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ssegate-tls-records-") as tmp:
-        cert, key = _write_certificate(Path(tmp))
+        cert, key = write_self_signed(Path(tmp))
         plain = [event(i, size) for i in range(events)]
         cases: list[dict[str, Any]] = []
         session_info: dict[str, Any] = {}

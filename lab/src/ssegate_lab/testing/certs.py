@@ -1,6 +1,7 @@
 """Throw-away PKI for tests, examples and benchmarks: a CA, a server certificate, PKCS#12 stores.
 
-:func:`make_keystore` writes what a ``filesystem`` vault reads:
+:func:`write_self_signed` writes a PEM certificate and key for ``localhost`` that sign
+themselves; :func:`make_keystore` writes what a ``filesystem`` vault reads:
 
 - ``<name>.p12``: the server key and certificate (friendly name = ``alias``, the way
   ``keytool -genkeypair -alias`` names an entry) with the CA certificate as its chain;
@@ -78,6 +79,41 @@ def make_keystore(
     )
     ca_pem.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     return CertBundle(keystore, truststore, ca_pem, alias, password)
+
+
+def write_self_signed(directory: Path, name: str = "localhost") -> tuple[Path, Path]:
+    """Write ``<name>.crt`` and ``<name>.key`` (PEM, EC P-256) into ``directory``: a certificate
+    for ``localhost`` and 127.0.0.1 that signs itself, valid for a day."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    _write_private(
+        key_path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+    return cert_path, key_path
 
 
 def _new_key(key_type: KeyType) -> ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey:
