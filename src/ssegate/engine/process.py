@@ -9,7 +9,8 @@ stops the others: the gateway is up whole or not at all.
 
 Every held connection is a file descriptor, so before anything listens the soft
 ``RLIMIT_NOFILE`` is raised to the hard limit (the workers inherit it), and each worker logs the
-limit it runs with (``gateway.open_files_limit``).
+limit it runs with (``gateway.open_files_limit``). Once it serves, each worker's long-lived
+objects are left out of the garbage collector's routine passes (:mod:`ssegate.engine.collector`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
+from ssegate.engine.collector import LongLivedObjects
 from ssegate.engine.runtime import Runtime
 from ssegate.telemetry import log
 
@@ -122,11 +124,14 @@ async def _worker_main(
         await runtime.stop(grace=0.5)
         return EXIT_CONFIG
     _log_open_files_limit()
+    collector = LongLivedObjects.install(loop, runtime.metrics)
     if on_ready is not None:
         on_ready(runtime)
     await stopping.wait()
     log.event("gateway.stopping", pid=os.getpid())
     await runtime.stop(grace=DRAIN_SECONDS)
+    if collector is not None:
+        collector.close()
     return 0
 
 

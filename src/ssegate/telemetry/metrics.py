@@ -97,6 +97,10 @@ class Metrics:
         """A counter summed over every binding and label."""
         return sum(v for (n, _), v in self.counters.items() if n == name)
 
+    def gauge_total(self, name: str) -> float:
+        """A gauge summed over every binding and label."""
+        return sum(v for (n, _), v in self.gauges.items() if n == name)
+
     def items(self) -> Iterator[tuple[str, str, Labels, float | Histogram]]:
         """``(kind, name, labels, value)`` for every series; kind is counter, gauge, histogram."""
         for (name, labels), value in sorted(self.counters.items()):

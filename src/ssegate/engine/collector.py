@@ -1,0 +1,187 @@
+"""When the gateway's cyclic garbage collector runs: long-lived objects frozen, full collections
+on growth (:class:`LongLivedObjects`).
+
+CPython collects its oldest generation once the objects promoted into it since the last full
+collection number a quarter of it. A gateway's old generation is its streams (about a hundred
+tracked objects each: protocol, transport, parser, subscriber, cursors, closures) and whatever
+else lives for minutes, and its churn is steady (streams come and go, records pass through the
+Kafka cache), so that rule fires every few tens of seconds, and each full collection walks every
+old object with the event loop stopped: at 10,000 streams, 0.5 s. Those pauses were the whole
+p99 of a filtered fan-out (`ssegate bench keyed`), while nothing they walked was garbage.
+
+The policy here keeps what the collector is for, finding garbage cycles, without the pauses:
+
+- The young generations are collected as CPython schedules them: most cycles (a request's, an
+  exception's traceback) die there.
+- What survives a collection of generation 1 is frozen (:func:`gc.freeze`: moved to the
+  permanent generation, which no automatic collection walks). A frozen object is still freed by
+  reference counting as soon as nothing refers to it; only a garbage *cycle* among frozen
+  objects waits.
+- The automatic full collection is off. The event loop checks the process's resident memory
+  every :data:`CHECK_SECONDS`, less what the bounded caches hold (the Kafka cache's bytes,
+  :data:`BOUNDED_CACHES`: they grow to their own bound and are no garbage), and runs a full
+  collection (unfreeze, collect, freeze again) once that has grown by
+  :attr:`FullCollectionSchedule.growth` since the last one, or once
+  :attr:`~FullCollectionSchedule.max_interval` has passed. Memory held by waiting cycles is so
+  bounded by the same kind of ratio CPython bounds it by, measured where it matters (bytes, not
+  objects); a gateway whose memory is flat never pauses for one.
+
+Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
+reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``
+(label ``generation``). ``SSEGATE_GC=python`` keeps CPython's own schedule (for comparison, or
+for code whose long-lived objects form garbage cycles often).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ssegate.telemetry import log
+from ssegate.telemetry.metrics import Metrics
+
+ENVIRONMENT = "SSEGATE_GC"
+"""``python``: CPython's own collection schedule, nothing frozen."""
+CHECK_SECONDS = 1.0
+"""How often the event loop looks at resident memory for a full collection."""
+NEVER = 2**31 - 1
+"""A threshold the count of generation-1 collections never reaches: no automatic full one."""
+BOUNDED_CACHES = ("ssegate.kafka.cache.bytes",)
+"""Gauges of bytes held by caches with a bound of their own, left out of the growth."""
+PAUSE_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0)
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+FullReason = Literal["growth", "interval"]
+
+
+@dataclass(slots=True)
+class FullCollectionSchedule:
+    """When a full collection is due: pure, given the resident bytes that count (those of the
+    bounded caches left out) and the time."""
+
+    baseline: int
+    """The bytes that count, after the last full collection (or at start)."""
+    last: float
+    """When the last full collection ran (or the start)."""
+    growth: float = 0.25
+    """Growth over :attr:`baseline`, as a share of it, that makes one due."""
+    floor: int = 32 * 1024 * 1024
+    """Growth in bytes below which none is due, whatever the share (a small process)."""
+    max_interval: float = 3600.0
+    """At the longest between two; ``0`` for no such bound."""
+
+    def due(self, resident: int, now: float) -> FullReason | None:
+        """Why a full collection should run now, or ``None``."""
+        if resident - self.baseline >= max(self.floor, self.growth * self.baseline):
+            return "growth"
+        if 0 < self.max_interval <= now - self.last:
+            return "interval"
+        return None
+
+    def ran(self, resident: int, now: float) -> None:
+        """A full collection finished, leaving ``resident`` bytes."""
+        self.baseline = resident
+        self.last = now
+
+
+def resident_bytes() -> int:
+    """This process's resident set, from ``/proc/self/statm`` (0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class LongLivedObjects:
+    """The policy above, installed in this process until :meth:`close`."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        metrics: Metrics,
+        *,
+        schedule: FullCollectionSchedule | None = None,
+        resident: Callable[[], int] = resident_bytes,
+        check_seconds: float = CHECK_SECONDS,
+    ) -> None:
+        self._loop = loop
+        self._metrics = metrics
+        self._resident = resident
+        self._check_seconds = check_seconds
+        self._thresholds = gc.get_threshold()
+        self._started = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self.full_collections = 0
+        gc.collect()  # what start-up left behind, then the rest never walked again
+        gc.freeze()
+        self.schedule = schedule or FullCollectionSchedule(self._unbounded(), time.monotonic())
+        gc.set_threshold(self._thresholds[0], self._thresholds[1], NEVER)
+        gc.callbacks.append(self._on_collection)
+        self._timer = loop.call_later(check_seconds, self._check)
+        log.event("gateway.gc", policy="long-lived objects frozen", pid=os.getpid(),
+                  frozen=gc.get_freeze_count(), growth=self.schedule.growth,
+                  max_interval_s=self.schedule.max_interval)  # fmt: skip
+
+    @classmethod
+    def install(cls, loop: asyncio.AbstractEventLoop, metrics: Metrics) -> LongLivedObjects | None:
+        """The policy, unless ``SSEGATE_GC=python`` asks for CPython's own schedule."""
+        if os.environ.get(ENVIRONMENT) == "python":
+            return None
+        return cls(loop, metrics)
+
+    def close(self) -> None:
+        """Back to CPython's schedule, everything frozen given back to it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
+        gc.set_threshold(*self._thresholds)
+        gc.unfreeze()
+
+    def collect_fully(self, reason: str) -> int:
+        """Unfreeze, collect every generation, freeze what is left; returns what it reclaimed."""
+        started = time.perf_counter()
+        gc.unfreeze()
+        reclaimed = gc.collect()
+        gc.freeze()
+        pause = time.perf_counter() - started
+        unbounded = self._unbounded()
+        self.schedule.ran(unbounded, time.monotonic())
+        self.full_collections += 1
+        self._metrics.inc("ssegate.gc.full_collections", reason=reason)
+        log.event("gateway.gc_full", level=logging.INFO if pause < 0.1 else logging.WARNING,
+                  reason=reason, pause_ms=round(pause * 1000, 1), reclaimed=reclaimed,
+                  unbounded_mib=round(unbounded / 2**20, 1))  # fmt: skip
+        return reclaimed
+
+    def _unbounded(self) -> int:
+        """Resident bytes less those of the bounded caches."""
+        metrics = self._metrics
+        bounded = sum(metrics.gauge_total(name) for name in BOUNDED_CACHES)
+        return max(0, self._resident() - int(bounded))
+
+    def _check(self) -> None:
+        self._timer = self._loop.call_later(self._check_seconds, self._check)
+        reason = self.schedule.due(self._unbounded(), time.monotonic())
+        if reason is not None:
+            self.collect_fully(reason)
+
+    def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
+        """A collection of ``info["generation"]`` starts or stops (on any thread: the GIL is
+        held, and collections do not nest)."""
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        generation = info["generation"]
+        self._metrics.observe("ssegate.gc.pause", time.perf_counter() - self._started,
+                              buckets=PAUSE_BUCKETS, generation=str(generation))  # fmt: skip
+        if generation >= 1:
+            gc.freeze()  # the survivors: long-lived, walked again only by a full collection

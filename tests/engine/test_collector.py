@@ -1,0 +1,156 @@
+"""The garbage collector's schedule in a gateway process: long-lived objects frozen, full
+collections only on growth (:mod:`ssegate.engine.collector`).
+
+The schedule's decisions are pure and tested as such; the policy itself changes the process's
+collector, so it is run against CPython's real one in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+from ssegate.engine.collector import FullCollectionSchedule
+
+MIB = 2**20
+
+
+def test_no_full_collection_is_due_while_memory_stays_flat() -> None:
+    schedule = FullCollectionSchedule(baseline=400 * MIB, last=0.0, max_interval=3600.0)
+    assert schedule.due(400 * MIB, 10.0) is None
+    assert schedule.due(480 * MIB, 3599.0) is None  # +20 %
+
+
+def test_a_full_collection_is_due_once_memory_grew_by_a_quarter() -> None:
+    schedule = FullCollectionSchedule(baseline=400 * MIB, last=0.0)
+    assert schedule.due(500 * MIB, 1.0) == "growth"
+
+
+def test_growth_below_the_floor_makes_none_due_in_a_small_process() -> None:
+    schedule = FullCollectionSchedule(baseline=40 * MIB, last=0.0, floor=32 * MIB)
+    assert schedule.due(60 * MIB, 1.0) is None  # +50 %, but 20 MiB
+    assert schedule.due(72 * MIB, 1.0) == "growth"
+
+
+def test_the_longest_interval_makes_one_due_and_zero_means_no_bound() -> None:
+    assert FullCollectionSchedule(100 * MIB, 0.0, max_interval=60.0).due(100 * MIB, 60.0) == (
+        "interval"
+    )
+    assert FullCollectionSchedule(100 * MIB, 0.0, max_interval=0.0).due(100 * MIB, 1e9) is None
+
+
+def test_a_full_collection_measures_growth_from_what_it_left() -> None:
+    schedule = FullCollectionSchedule(baseline=400 * MIB, last=0.0)
+    schedule.ran(500 * MIB, 30.0)
+    assert schedule.due(600 * MIB, 31.0) is None  # +20 % of 500
+    assert schedule.due(625 * MIB, 31.0) == "growth"
+
+
+_POLICY_IN_A_PROCESS = textwrap.dedent(
+    """
+    import asyncio, gc, json, weakref
+    from ssegate.engine.collector import FullCollectionSchedule, LongLivedObjects
+    from ssegate.telemetry.metrics import Metrics
+
+    class Node:
+        def __init__(self):
+            self.me = self  # a cycle: only the collector frees it
+
+    resident = [100 * 2**20]
+    loop = asyncio.new_event_loop()
+    metrics = Metrics()
+    policy = LongLivedObjects(loop, metrics, resident=lambda: resident[0], check_seconds=0.01,
+                              schedule=FullCollectionSchedule(resident[0], 0.0, max_interval=0))
+    full_before = gc.get_stats()[2]["collections"]
+
+    kept = [[i] for i in range(200_000)]  # long-lived: survives young collections
+    for _ in range(3):
+        gc.collect(1)
+    frozen_after_kept = gc.get_freeze_count()
+
+    for _ in range(50):  # churn that CPython's rule would answer with full collections
+        batch = [[i] for i in range(100_000)]
+        gc.collect(1)
+        del batch
+    automatic_full = gc.get_stats()[2]["collections"] - full_before
+
+    cycles = [Node() for _ in range(1_000)]
+    for _ in range(3):
+        gc.collect(1)  # the cycles are frozen now
+    probe = weakref.ref(cycles[0])
+    del cycles
+    alive_while_flat = probe() is not None
+    loop.run_until_complete(asyncio.sleep(0.05))  # checks run: memory is flat
+    alive_after_flat_checks = probe() is not None
+
+    resident[0] += 64 * 2**20  # the Kafka cache filled: bounded, no garbage
+    metrics.gauge("ssegate.kafka.cache.bytes", "cache", 64 * 2**20, topic="t")
+    loop.run_until_complete(asyncio.sleep(0.05))
+    alive_after_cache_growth = probe() is not None
+
+    resident[0] += 64 * 2**20  # memory grew by more than a quarter, the cache aside
+    loop.run_until_complete(asyncio.sleep(0.05))
+    alive_after_growth = probe() is not None
+
+    pauses = {dict(labels)["generation"]: hist.count
+              for (name, labels), hist in metrics.histograms.items() if name == "ssegate.gc.pause"}
+    policy.close()
+    print(json.dumps({
+        "frozen_after_kept": frozen_after_kept,
+        "automatic_full": automatic_full,
+        "alive_while_flat": alive_while_flat,
+        "alive_after_flat_checks": alive_after_flat_checks,
+        "alive_after_cache_growth": alive_after_cache_growth,
+        "alive_after_growth": alive_after_growth,
+        "full_collections": policy.full_collections,
+        "full_counter": metrics.total("ssegate.gc.full_collections"),
+        "pauses": pauses,
+        "frozen_after_close": gc.get_freeze_count(),
+        "threshold_after_close": list(gc.get_threshold()),
+    }))
+    """
+)
+
+
+def test_survivors_are_frozen_and_their_garbage_cycles_wait_for_growth_past_the_cache() -> None:
+    result = _run(_POLICY_IN_A_PROCESS)
+    assert result["frozen_after_kept"] >= 200_000
+    assert result["automatic_full"] == 0
+    assert result["alive_while_flat"] and result["alive_after_flat_checks"]
+    assert result["alive_after_cache_growth"]
+    assert not result["alive_after_growth"]
+    assert result["full_collections"] == 1
+    assert result["full_counter"] == 1
+    assert result["pauses"].get("1", 0) >= 50 and result["pauses"].get("2", 0) == 1
+    assert result["frozen_after_close"] == 0
+    assert result["threshold_after_close"] == [700, 10, 10]
+
+
+def test_ssegate_gc_python_keeps_cpythons_own_schedule() -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, gc, json
+        from ssegate.engine.collector import LongLivedObjects
+        from ssegate.telemetry.metrics import Metrics
+        policy = LongLivedObjects.install(asyncio.new_event_loop(), Metrics())
+        print(json.dumps([policy is None, list(gc.get_threshold()), gc.get_freeze_count()]))
+        """
+    )
+    assert _run(script, SSEGATE_GC="python") == [True, [700, 10, 10], 0]
+
+
+def _run(script: str, **environment: str) -> Any:
+    """What ``script`` printed as JSON, run by a Python process of its own."""
+    found = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, **environment},
+    )
+    return json.loads(found.stdout)
