@@ -154,3 +154,21 @@ def _run(script: str, **environment: str) -> Any:
         env={**os.environ, **environment},
     )
     return json.loads(found.stdout)
+
+
+def test_a_full_collection_that_finds_no_garbage_doubles_the_growth_before_the_next() -> None:
+    schedule = FullCollectionSchedule(baseline=100 * MIB, last=0.0, floor=0)
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=1_000_000)
+    assert schedule.due(140 * MIB, 2.0) is None  # +40 % < 50 %
+    assert schedule.due(150 * MIB, 2.0) == "growth"
+    for _ in range(5):
+        schedule.ran(100 * MIB, 3.0, reclaimed=9_999, walked=1_000_000)
+    assert schedule.growth == schedule.max_growth == 2.0
+    assert schedule.due(299 * MIB, 4.0) is None
+
+
+def test_a_full_collection_that_finds_garbage_sets_the_growth_back_to_a_quarter() -> None:
+    schedule = FullCollectionSchedule(baseline=100 * MIB, last=0.0, floor=0, growth=2.0)
+    schedule.ran(100 * MIB, 1.0, reclaimed=50_000, walked=1_000_000)
+    assert schedule.growth == 0.25
+    assert schedule.due(125 * MIB, 2.0) == "growth"

@@ -25,6 +25,10 @@ The policy here keeps what the collector is for, finding garbage cycles, without
   :attr:`~FullCollectionSchedule.max_interval` has passed. Memory held by waiting cycles is so
   bounded by the same kind of ratio CPython bounds it by, measured where it matters (bytes, not
   objects); a gateway whose memory is flat never pauses for one.
+- The growth starts at a quarter. A full collection that reclaims next to nothing (under 1 %
+  of what it walked: growth was streams opening, not garbage; 50,000 streams opening over h2
+  made six in a row that reclaimed 0 objects) doubles it, up to 2 (memory tripled); one that
+  finds garbage sets it back to a quarter.
 
 Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``
@@ -70,7 +74,14 @@ class FullCollectionSchedule:
     last: float
     """When the last full collection ran (or the start)."""
     growth: float = 0.25
-    """Growth over :attr:`baseline`, as a share of it, that makes one due."""
+    """Growth over :attr:`baseline`, as a share of it, that makes one due now."""
+    base_growth: float = 0.25
+    """:attr:`growth` after a full collection that found garbage."""
+    max_growth: float = 2.0
+    """:attr:`growth` at the most, after full collections that found next to none."""
+    worth: float = 0.01
+    """A full collection that reclaims less than this share of the objects it walked found
+    next to no garbage: the growth that makes the next one due doubles."""
     floor: int = 32 * 1024 * 1024
     """Growth in bytes below which none is due, whatever the share (a small process)."""
     max_interval: float = 3600.0
@@ -84,10 +95,17 @@ class FullCollectionSchedule:
             return "interval"
         return None
 
-    def ran(self, resident: int, now: float) -> None:
-        """A full collection finished, leaving ``resident`` bytes."""
+    def ran(self, resident: int, now: float, reclaimed: int = 0, walked: int = 0) -> None:
+        """A full collection finished, leaving ``resident`` bytes; it reclaimed ``reclaimed``
+        of the ``walked`` objects. Growth that brought no garbage is not met with the next full
+        collection as soon: a gateway's memory grows with the streams it holds, and each full
+        collection costs in proportion to them."""
         self.baseline = resident
         self.last = now
+        if walked > 0 and reclaimed < self.worth * walked:
+            self.growth = min(self.max_growth, self.growth * 2)
+        else:
+            self.growth = self.base_growth
 
 
 def resident_bytes() -> int:
@@ -149,17 +167,19 @@ class LongLivedObjects:
     def collect_fully(self, reason: str) -> int:
         """Unfreeze, collect every generation, freeze what is left; returns what it reclaimed."""
         started = time.perf_counter()
+        walked = gc.get_freeze_count()
         gc.unfreeze()
         reclaimed = gc.collect()
         gc.freeze()
         pause = time.perf_counter() - started
         unbounded = self._unbounded()
-        self.schedule.ran(unbounded, time.monotonic())
+        self.schedule.ran(unbounded, time.monotonic(), reclaimed, walked)
         self.full_collections += 1
         self._metrics.inc("ssegate.gc.full_collections", reason=reason)
         log.event("gateway.gc_full", level=logging.INFO if pause < 0.1 else logging.WARNING,
-                  reason=reason, pause_ms=round(pause * 1000, 1), reclaimed=reclaimed,
-                  unbounded_mib=round(unbounded / 2**20, 1))  # fmt: skip
+                  reason=reason, pause_ms=round(pause * 1000, 1), walked=walked,
+                  reclaimed=reclaimed, unbounded_mib=round(unbounded / 2**20, 1),
+                  next_growth=self.schedule.growth)  # fmt: skip
         return reclaimed
 
     def _unbounded(self) -> int:
