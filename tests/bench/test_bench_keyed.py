@@ -33,6 +33,22 @@ def test_keyed_scenario_delivers_each_stream_exactly_the_messages_of_its_key(
     assert row["all_complete"] and row["runs"] == 1
 
 
+def test_keyed_streams_held_on_shared_http2_connections_are_counted_alike(
+    kafka_broker: BrokerInfo,
+) -> None:
+    # 30 streams, 8 to an HTTP/2 connection: four connections, the last holding six
+    result = run_keyed(
+        [30], rate=200.0, duration=1.0, keys=60, broker_info=kafka_broker, h2_streams=8,
+    )  # fmt: skip
+    assert result["protocol"] == "h2c, 8 streams per connection"
+    [case] = result["cases"]
+    assert (case["opened"], case["failed"]) == (30, 0)
+    assert 0 < case["owed"] < 200
+    assert case["received"] == case["owed"]
+    assert (case["lost"], case["duplicates"], case["gaps"], case["closed_early"]) == (0, 0, 0, 0)
+    assert case["complete"]
+
+
 def test_more_streams_than_keys_is_refused() -> None:
     with pytest.raises(ValueError, match="must not exceed keys"):
         run_keyed([50], keys=10)

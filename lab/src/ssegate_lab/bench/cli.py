@@ -194,6 +194,12 @@ def add_bench_parser(commands: Any) -> None:
         default=0,
         help="messages produced before the streams open: each opens over a full cache",
     )
+    keyed.add_argument(
+        "--h2-streams",
+        type=int,
+        default=0,
+        help="streams per HTTP/2 connection (h2c, prior knowledge); 0: HTTP/1.1, one each",
+    )
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -417,6 +423,7 @@ def _keyed(args: argparse.Namespace) -> int:
         default_offset=args.default_offset,
         rss_every=args.rss_every,
         history=args.history,
+        h2_streams=args.h2_streams,
         progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
     if args.plot is not None:

@@ -36,8 +36,15 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
 
 from ssegate_lab.bench.client_process import ClientProcess, EventStreamReader, cpu_seconds
 from ssegate_lab.bench.latency import LatencyHistogram
@@ -49,6 +56,8 @@ EXACT_PER_READ = 8
 """Reads of up to this many events are scanned event by event; larger ones by their ends."""
 SAMPLE_EVERY = 16
 """One large read in this many is also scanned event by event, for the sampled estimate."""
+H2_WINDOW = 2**31 - 1
+"""The HTTP/2 flow-control window the client grants: a held stream never waits on it."""
 OPEN_ANSWER_MARGIN = 10.0
 """Seconds before the answer timeout at which an ``open`` stops waiting and reports."""
 
@@ -176,6 +185,102 @@ class _HeldStream(EventStreamReader):
         self._counters.closed_early += 1
 
 
+class _H2HeldStreams(asyncio.Protocol):
+    """One HTTP/2 connection holding an SSE stream per path; each stream's body is counted by
+    a :class:`_HeldStream` of its own, exactly as an HTTP/1.1 stream's is."""
+
+    def __init__(
+        self,
+        paths: list[str],
+        authority: str,
+        streams: list[_HeldStream],
+        opened: list[asyncio.Future[str]],
+    ) -> None:
+        self._paths = paths
+        self._authority = authority.encode()
+        self._conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
+        )
+        self._pending = list(zip(streams, opened, strict=True))
+        self._streams: dict[int, tuple[_HeldStream, asyncio.Future[str]]] = {}
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        conn = self._conn
+        conn.local_settings = h2.settings.Settings(
+            client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: H2_WINDOW}
+        )
+        conn.initiate_connection()
+        conn.increment_flow_control_window(H2_WINDOW - 65_535)
+        for path, (stream, future) in zip(self._paths, self._pending, strict=True):
+            stream_id = conn.get_next_available_stream_id()
+            headers = [(b":method", b"GET"), (b":scheme", b"http"),
+                       (b":authority", self._authority), (b":path", path.encode()),
+                       (b"accept", b"text/event-stream")]  # fmt: skip
+            conn.send_headers(stream_id, headers, end_stream=True)
+            self._streams[stream_id] = (stream, future)
+        self._pending = []
+        self._transport.write(conn.data_to_send())
+
+    def data_received(self, data: bytes) -> None:
+        conn = self._conn
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError as exc:
+            self._end_all(f"h2 error: {exc!r}")
+            if self._transport is not None:
+                self._transport.close()
+            return
+        for event in events:
+            if isinstance(event, h2.events.DataReceived):
+                held = self._streams.get(event.stream_id)
+                if held is not None and held[1].done():
+                    held[0].scan(event.data)
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.ResponseReceived):
+                held = self._streams.get(event.stream_id)
+                if held is not None:
+                    answer = dict(event.headers)
+                    ok = answer.get(b":status") == b"200" and answer.get(
+                        b"content-type", b""
+                    ).startswith(b"text/event-stream")
+                    _settle(held[1], "" if ok else f"status {answer.get(b':status')!r}")
+            elif isinstance(event, h2.events.StreamEnded | h2.events.StreamReset):
+                held = self._streams.pop(event.stream_id, None)
+                if held is not None:
+                    self._end(held, type(event).__name__)
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                self._end_all(f"GOAWAY {event.error_code}")
+        out = conn.data_to_send()
+        if out and self._transport is not None:
+            self._transport.write(out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end_all(f"connection lost: {exc}")
+
+    def _end_all(self, reason: str) -> None:
+        streams, self._streams = self._streams, {}
+        for held in streams.values():
+            self._end(held, reason)
+
+    @staticmethod
+    def _end(held: tuple[_HeldStream, asyncio.Future[str]], reason: str) -> None:
+        stream, future = held
+        if future.done() and future.result() == "" and not stream.closing:
+            stream.ended_early()
+        _settle(future, reason)
+
+
+_Opening = tuple[asyncio.Protocol, list[_HeldStream], list[asyncio.Future[str]]]
+"""A connection's protocol, the streams it holds and the futures their answers settle."""
+
+
+def _settle(future: asyncio.Future[str], error: str) -> None:
+    if not future.done():
+        future.set_result(error)
+
+
 class _Client:
     """The client process's state: its open streams and what they counted."""
 
@@ -188,19 +293,61 @@ class _Client:
         self, requests: list[bytes], host: str, port: int, tls: bool, sources: int,
         concurrency: int, deadline: float,
     ) -> dict[str, Any]:  # fmt: skip
+        """One HTTP/1.1 connection per request."""
         loop = asyncio.get_running_loop()
+
+        def one(request: bytes) -> Callable[[], _Opening]:
+            def make() -> _Opening:
+                future: asyncio.Future[str] = loop.create_future()
+                stream = _HeldStream(request, future, self.counters)
+                return stream, [stream], [future]
+
+            return make
+
         context = _tls_context() if tls else None
+        makes = [(1, one(request)) for request in requests]
+        return await self._connect(makes, host, port, context, sources, concurrency, deadline)
+
+    async def open_h2(
+        self, paths: list[str], host: str, port: int, per_connection: int, sources: int,
+        concurrency: int, deadline: float,
+    ) -> dict[str, Any]:  # fmt: skip
+        """One HTTP/2 stream per path (h2c, prior knowledge), ``per_connection`` streams on
+        each connection."""
+        loop = asyncio.get_running_loop()
+
+        def shared(group: list[str]) -> Callable[[], _Opening]:
+            def make() -> _Opening:
+                futures: list[asyncio.Future[str]] = [loop.create_future() for _ in group]
+                streams = [_HeldStream(b"", future, self.counters) for future in futures]
+                return _H2HeldStreams(group, f"{host}:{port}", streams, futures), streams, futures
+
+            return make
+
+        groups = [paths[i : i + per_connection] for i in range(0, len(paths), per_connection)]
+        makes = [(len(group), shared(group)) for group in groups]
+        return await self._connect(makes, host, port, None, sources, concurrency, deadline)
+
+    async def _connect(
+        self, makes: list[tuple[int, Callable[[], _Opening]]], host: str, port: int,
+        context: ssl.SSLContext | None, sources: int, concurrency: int, deadline: float,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A connection per ``(streams, make)`` (at most ``concurrency`` opening at a time, from
+        127.0.0.2 ... in turn), each with the streams it holds: how many were answered ``200
+        text/event-stream`` within ``deadline``, and how long each connection took to get there."""
+        loop = asyncio.get_running_loop()
         gate = asyncio.Semaphore(concurrency)
         histogram = LatencyHistogram()
         errors: list[str] = []
         opened = failed = 0
+        unsettled = [count for count, _ in makes]
+        """Per connection, its streams not answered yet."""
 
-        async def connect(index: int, request: bytes) -> None:
+        async def connect(index: int, make: Callable[[], _Opening]) -> None:
             nonlocal opened, failed
             async with gate:
                 started = time.perf_counter_ns()
-                future: asyncio.Future[str] = loop.create_future()
-                protocol = _HeldStream(request, future, self.counters)
+                protocol, streams, futures = make()
                 try:
                     transport, _ = await loop.create_connection(
                         lambda: protocol,
@@ -211,31 +358,33 @@ class _Client:
                         local_addr=(f"127.0.0.{2 + index % sources}", 0),
                     )
                 except OSError as exc:
-                    failed += 1
+                    failed += len(streams)
+                    unsettled[index] = 0
                     errors.append(f"connect: {exc}")
                     return
-                self.streams.append((transport, protocol))
-                error = await future
-            if error:
-                failed += 1
-                errors.append(error)
-            else:
-                opened += 1
+                self.streams.extend((transport, stream) for stream in streams)
+                results = await asyncio.gather(*futures)
+            unsettled[index] = 0
+            refused = [error for error in results if error]
+            failed += len(refused)
+            errors.extend(refused)
+            opened += len(results) - len(refused)
+            if not refused:
                 histogram.record((time.perf_counter_ns() - started) // 1000)
 
         started = time.perf_counter()
-        tasks = [asyncio.ensure_future(connect(i, r)) for i, r in enumerate(requests)]
+        tasks = [asyncio.ensure_future(connect(i, make)) for i, (_, make) in enumerate(makes)]
         _, pending = await asyncio.wait(tasks, timeout=deadline)
         for task in pending:
             task.cancel()
         if pending:  # a server that cannot take them all: report what it took in time
-            failed += len(pending)
-            errors.insert(0, f"{len(pending)} stream(s) not answered within {deadline:.0f} s")
-        seconds = time.perf_counter() - started
+            late = sum(unsettled)
+            failed += late
+            errors.insert(0, f"{late} stream(s) not answered within {deadline:.0f} s")
         return {
             "opened": opened,
             "failed": failed,
-            "seconds": seconds,
+            "seconds": time.perf_counter() - started,
             "connect_ms": histogram.summary(),
             "errors": errors[:5],
         }
@@ -311,15 +460,23 @@ class HeldStreams(ClientProcess):
 
     def open(self, requests: list[bytes], port: int | None = None) -> OpenResult:
         """Open one stream per request, to ``port`` (default: the one given at creation)."""
+        return self._open(
+            "open", requests=requests, port=self.port if port is None else port, tls=self.tls
+        )
+
+    def open_h2(self, paths: list[str], per_connection: int) -> OpenResult:
+        """One HTTP/2 stream per path over cleartext (prior knowledge), ``per_connection``
+        streams sharing each connection."""
+        return self._open("open_h2", paths=paths, port=self.port, per_connection=per_connection)
+
+    def _open(self, op: str, **arguments: Any) -> OpenResult:
         answer = self.ask(
-            "open",
-            requests=requests,
+            op,
             host=self.host,
-            port=self.port if port is None else port,
-            tls=self.tls,
             sources=self.sources,
             concurrency=self.concurrency,
             deadline=max(1.0, self.timeout - OPEN_ANSWER_MARGIN),
+            **arguments,
         )
         return OpenResult(
             answer["opened"],

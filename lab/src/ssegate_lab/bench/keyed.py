@@ -9,7 +9,9 @@ streams and most streams want nothing from most batches. Per case:
    and is owed its key's share (``history_s``: from the first connect until every stream has
    it; ``opening_gateway_cpu_s``: what opening and replaying cost the gateway);
 2. ``streams`` held streams open ``/<topic>/k<i>`` for ``i < streams``, each filtered on the
-   key ``k<i>``, spread over as many client processes as the open-file limit needs;
+   key ``k<i>``, spread over as many client processes as the open-file limit needs: one
+   HTTP/1.1 connection each, or with ``h2_streams`` N, N streams on each HTTP/2 connection
+   (h2c), so that one gateway process may hold more streams than it may open files;
 3. a producer writes ``rate`` messages/s for ``duration`` s, each key drawn uniformly from
    ``keys`` keys (``k0`` … ``k<keys-1>``; only the first ``streams`` have a stream), value
    ``{"t":<monotonic_ns>,"n":<that key's own sequence number>}``, partitioned by key;
@@ -74,6 +76,7 @@ def run_keyed(
     default_offset: str | None = None,
     rss_every: float = 0.0,
     history: int = 0,
+    h2_streams: int = 0,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
@@ -82,8 +85,9 @@ def run_keyed(
     the topics' ``defaultOffset``; ``rss_every`` samples the gateway's RSS that often while
     producing (a soak: does memory stay flat?). ``history`` messages are produced before the
     streams open, so each opens over a cache that holds them and is owed its key's share (what
-    does opening a filtered stream over a full cache cost?). ``progress`` gets the results so
-    far after every case."""
+    does opening a filtered stream over a full cache cost?). ``h2_streams`` > 0 holds that many
+    streams on each HTTP/2 connection. ``progress`` gets the results so far after every
+    case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
@@ -99,6 +103,7 @@ def run_keyed(
         "gateway_workers": workers,
         "default_offset": default_offset or "historical",
         "history": history,
+        "protocol": f"h2c, {h2_streams} streams per connection" if h2_streams else "http/1.1",
         "baseline_src": str(baseline_src) if baseline_src else None,
         "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
         "cases": [],
@@ -114,7 +119,7 @@ def run_keyed(
                 # a fresh gateway per case: one that fell behind cannot slow the next case
                 with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
                     case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
-                                 rate, duration, keys, rss_every, history)  # fmt: skip
+                                 rate, duration, keys, rss_every, history, h2_streams)  # fmt: skip
                 case["gateway"] = variant
                 results["cases"].append(case)
                 print(json.dumps(_brief(case)), flush=True)
@@ -135,6 +140,7 @@ def _case(
     keys: int,
     rss_every: float = 0.0,
     history: int = 0,
+    h2_streams: int = 0,
 ) -> dict[str, Any]:
     sequence = [0] * keys
     history_owed = 0
@@ -157,8 +163,12 @@ def _case(
         for index, client in enumerate(clients):
             first = index * STREAMS_PER_CLIENT
             last = min(count, first + STREAMS_PER_CLIENT)
-            requests = [sse_request(f"/{topic}/k{i}", port) for i in range(first, last)]
-            result = client.open(requests)
+            if h2_streams:
+                paths = [f"/{topic}/k{i}" for i in range(first, last)]
+                result = client.open_h2(paths, h2_streams)
+            else:
+                requests = [sse_request(f"/{topic}/k{i}", port) for i in range(first, last)]
+                result = client.open(requests)
             opened += result.opened
             failed += result.failed
         open_seconds = time.monotonic() - started
