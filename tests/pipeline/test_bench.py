@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import SparkSession
 
 from ssegate_lab.bench.pipeline import run
 from ssegate_lab.broker import BrokerInfo
 
 
+@pytest.mark.timeout(300)  # five Spark queries: about 100 s alone, more when the cores are busy
 def test_pipeline_bench_reports_rates_and_latency_with_a_micro_batch_and_a_continuous_trigger(
     spark: SparkSession, kafka_broker: BrokerInfo
 ) -> None:
