@@ -40,14 +40,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import h2.config
-import h2.connection
 import h2.events
 import h2.exceptions
-import h2.settings
 
 from ssegate_lab.bench.client_process import ClientProcess, EventStreamReader, cpu_seconds
 from ssegate_lab.bench.latency import LatencyHistogram
+from ssegate_lab.bench.load import greet, h2_client
 from ssegate_lab.bench.sequence import StreamSequence
 
 STAMPED_JSON = re.compile(rb'"t":\s*(\d+),\s*"n":\s*(\d+)')
@@ -56,8 +54,6 @@ EXACT_PER_READ = 8
 """Reads of up to this many events are scanned event by event; larger ones by their ends."""
 SAMPLE_EVERY = 16
 """One large read in this many is also scanned event by event, for the sampled estimate."""
-H2_WINDOW = 2**31 - 1
-"""The HTTP/2 flow-control window the client grants: a held stream never waits on it."""
 OPEN_ANSWER_MARGIN = 10.0
 """Seconds before the answer timeout at which an ``open`` stops waiting and reports."""
 
@@ -198,9 +194,7 @@ class _H2HeldStreams(asyncio.Protocol):
     ) -> None:
         self._paths = paths
         self._authority = authority.encode()
-        self._conn = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=True, header_encoding=None)
-        )
+        self._conn = h2_client()
         self._pending = list(zip(streams, opened, strict=True))
         self._streams: dict[int, tuple[_HeldStream, asyncio.Future[str]]] = {}
         self._transport: asyncio.Transport | None = None
@@ -208,11 +202,7 @@ class _H2HeldStreams(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         conn = self._conn
-        conn.local_settings = h2.settings.Settings(
-            client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: H2_WINDOW}
-        )
-        conn.initiate_connection()
-        conn.increment_flow_control_window(H2_WINDOW - 65_535)
+        greet(conn)
         for path, (stream, future) in zip(self._paths, self._pending, strict=True):
             stream_id = conn.get_next_available_stream_id()
             headers = [(b":method", b"GET"), (b":scheme", b"http"),

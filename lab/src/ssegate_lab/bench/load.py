@@ -39,6 +39,24 @@ _MAX_WINDOW = 2**31 - 1
 _DEFAULT_WINDOW = 65_535
 
 
+def h2_client() -> h2.connection.H2Connection:
+    """A client-side h2 connection that never makes the server wait on flow control (its
+    windows at the largest); :func:`greet` starts it."""
+    conn = h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=True, header_encoding=None)
+    )
+    conn.local_settings = h2.settings.Settings(
+        client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: _MAX_WINDOW}
+    )
+    return conn
+
+
+def greet(conn: h2.connection.H2Connection) -> None:
+    """The connection preface and SETTINGS, and the connection's window opened wide."""
+    conn.initiate_connection()
+    conn.increment_flow_control_window(_MAX_WINDOW - _DEFAULT_WINDOW)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadSpec:
     """What one load run opens; every field is plain data so it crosses to spawned processes."""
@@ -193,9 +211,7 @@ class _H2Streams(asyncio.Protocol):
         self._run = run
         self._count = count
         self._headers = headers
-        self._conn = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=True, header_encoding=None)
-        )
+        self._conn = h2_client()
         self._tallies: dict[int, StampTally | None] = {}
         self._opened: list[asyncio.Future[bool]] = [loop.create_future() for _ in range(count)]
         self._waiting: dict[int, asyncio.Future[bool]] = {}
@@ -208,11 +224,7 @@ class _H2Streams(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         conn = self._conn
-        conn.local_settings = h2.settings.Settings(
-            client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: _MAX_WINDOW}
-        )
-        conn.initiate_connection()
-        conn.increment_flow_control_window(_MAX_WINDOW - _DEFAULT_WINDOW)
+        greet(conn)
         for future in self._opened:
             stream_id = conn.get_next_available_stream_id()
             conn.send_headers(stream_id, self._headers, end_stream=True)
