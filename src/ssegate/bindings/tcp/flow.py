@@ -33,6 +33,8 @@ class FlowControlledProtocol(asyncio.Protocol):
 
     def __init__(self) -> None:
         self._transport: asyncio.Transport | None = None
+        self._fd = -1
+        """The socket under the transport (-1: none), for :attr:`unsent`."""
         self._remote = ""
         self._write_paused = False
         """The transport's write buffer is over its high-water mark."""
@@ -41,6 +43,7 @@ class FlowControlledProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
+        self._fd = send_queue.socket_fd(transport)
         self._remote = peer_address(transport)
 
     def pause_writing(self) -> None:
@@ -79,7 +82,7 @@ class FlowControlledProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return 0
-        return transport.get_write_buffer_size() + send_queue.unsent_bytes(transport)
+        return transport.get_write_buffer_size() + send_queue.unsent_on(self._fd)
 
     def _pause_reading(self) -> None:
         if not self._read_paused and self._transport is not None:

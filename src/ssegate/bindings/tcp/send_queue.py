@@ -43,16 +43,28 @@ def _socket(transport: asyncio.BaseTransport) -> _Socket | None:
     return sock if isinstance(sock, _Socket) else None
 
 
-def unsent_bytes(transport: asyncio.BaseTransport) -> int:
-    """Bytes written to the kernel for the peer and not sent yet; 0 where it cannot tell."""
+def socket_fd(transport: asyncio.BaseTransport) -> int:
+    """``transport``'s socket descriptor, or -1 where it has none. A connection's protocol asks
+    once and keeps it: telling a socket apart is dearer than asking the kernel about it."""
     sock = _socket(transport)
-    if sock is None:
+    return sock.fileno() if sock is not None else -1
+
+
+def unsent_on(fd: int) -> int:
+    """Bytes written to the kernel for the peer of socket ``fd`` and not sent yet; 0 where it
+    cannot tell (no socket, or closed)."""
+    if fd < 0:
         return 0
     try:
-        answer = fcntl.ioctl(sock.fileno(), SIOCOUTQNSD, bytes(_INT.size))
+        answer = fcntl.ioctl(fd, SIOCOUTQNSD, bytes(_INT.size))
     except (OSError, ValueError):
         return 0
     return int(_INT.unpack(answer)[0])
+
+
+def unsent_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes written to the kernel for the peer and not sent yet; 0 where it cannot tell."""
+    return unsent_on(socket_fd(transport))
 
 
 def reset(transport: asyncio.Transport) -> None:
