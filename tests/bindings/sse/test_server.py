@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,7 +11,14 @@ import pytest
 from tests.support.guards import TableGuard
 from tests.support.schema_errors import binding_errors
 
-from ssegate.bindings.sse.server import SWEEP_SLICES, SseRoute, SseServer, StreamSweep, build
+from ssegate.bindings.sse.server import (
+    SLICE_BUDGET,
+    SWEEP_SLICES,
+    SseRoute,
+    SseServer,
+    StreamSweep,
+    build,
+)
 from ssegate.bindings.sse.source import SseSink
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
@@ -645,3 +653,45 @@ def test_a_sweep_round_is_spread_over_slices_of_the_tick() -> None:
     first_slice, visits = asyncio.run(run())
     assert len(first_slice) == 100 // SWEEP_SLICES  # one slice per callback, not the whole round
     assert sorted(visits[:100]) == list(range(100))  # then every member once per round
+
+
+class SlowMember(CountingMember):
+    """A member whose visit takes ``seconds`` (a keep-alive written over HTTP/2, say)."""
+
+    def __init__(self, visits: list[int], name: int, seconds: float) -> None:
+        super().__init__(visits, name)
+        self.seconds = seconds
+
+    def visit(self, now: float) -> None:
+        time.sleep(self.seconds)
+        super().visit(now)
+
+
+def test_a_slice_over_its_budget_lets_the_loop_turn_before_it_goes_on() -> None:
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        sweep = StreamSweep()
+        visits: list[int] = []
+        members = [SlowMember(visits, n, 0.0002) for n in range(2560)]
+        for member in members:
+            sweep.add(member)  # type: ignore[arg-type]
+        # a slice of 256 visits at 0.2 ms is 51 ms: over SLICE_BUDGET after 64 visits
+        seen_between: list[int] = []
+
+        def between() -> None:
+            seen_between.append(len(visits))
+            if len(visits) < 256:
+                asyncio.get_running_loop().call_soon(between)
+
+        await asyncio.sleep(sweep.tick / SWEEP_SLICES - 0.01)
+        asyncio.get_running_loop().call_soon(between)
+        await asyncio.sleep(0.2)
+        first_slice = list(visits)
+        for member in members:
+            sweep.discard(member)  # type: ignore[arg-type]
+        return first_slice, seen_between, visits
+
+    first_slice, seen_between, _ = asyncio.run(run())
+    assert len(first_slice) >= 256  # the whole slice was visited, in parts
+    parts = sorted({n for n in seen_between if 0 < n < 256})
+    assert parts and all(n % 64 == 0 for n in parts)  # the loop turned between the parts
+    assert SLICE_BUDGET < 0.0002 * 64

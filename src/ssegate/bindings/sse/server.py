@@ -96,6 +96,10 @@ TIMESTAMPED_STREAM_HEADERS = [("content-type", "text/event-stream;ext=timestamp"
 SWEEP_SLICES = 10
 """Loop callbacks a sweep round is spread over."""
 
+SLICE_BUDGET = 0.004
+"""Seconds a sweep slice may hold the loop; the rest of the slice goes on at the loop's next
+turn, after the I/O and events that waited."""
+
 
 class StreamSweep:
     """One timer that visits every open SSE stream: idle ones send a keep-alive, slow ones are
@@ -107,7 +111,11 @@ class StreamSweep:
     shortest keep-alive or slow-client timeout (at most 1 s), so a keep-alive goes out between
     ``keepalive`` and ``keepalive + tick``. A round is visited in :data:`SWEEP_SLICES` slices
     spread over the tick, not all at once: 20,000 streams opened together would otherwise send
-    20,000 keep-alives in one loop callback, and every live event behind them would wait.
+    20,000 keep-alives in one loop callback, and every live event behind them would wait. A
+    slice that takes longer than :data:`SLICE_BUDGET` (50,000 streams opened together over
+    HTTP/2 make a slice of 5,000 keep-alives, about 200 ms) goes on at the loop's next turn,
+    so no slice holds up the events behind it for longer than that; keep-alives are then later
+    by the time the loop needs.
     Without a running event loop nothing is scheduled and :meth:`sweep` is called by hand.
     """
 
@@ -118,8 +126,10 @@ class StreamSweep:
         self._round: list[DownstreamStream] = []
         """What is left to visit of the current round, visited from the end."""
         self._slice = 0
+        self._left = 0
+        """Visits left in the current slice, after one that ran out of time."""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None
 
     def __len__(self) -> int:
         return len(self._members)
@@ -144,6 +154,7 @@ class StreamSweep:
             self._handle.cancel()
             self._handle = None
             self._round = []
+            self._left = 0
 
     def sweep(self, now: float | None = None) -> None:
         """Visit every member once."""
@@ -153,18 +164,32 @@ class StreamSweep:
 
     def _fire(self) -> None:
         self._handle = None
-        if not self._round:
-            self._round = list(self._members)
-            self._slice = max(1, -(-len(self._round) // SWEEP_SLICES))
+        if not self._left:  # a new slice
+            if not self._round:
+                self._round = list(self._members)
+                self._slice = max(1, -(-len(self._round) // SWEEP_SLICES))
+            self._left = min(self._slice, len(self._round))
         at = self.clock()
+        deadline = time.perf_counter() + SLICE_BUDGET
         members = self._members
         visiting = self._round
-        for _ in range(min(self._slice, len(visiting))):
+        visited = 0
+        while self._left and visiting:
             member = visiting.pop()
+            self._left -= 1
             if member in members:  # not closed since the round began
                 member.visit(at)
-        if self._members and self._loop is not None and not self._loop.is_closed():
-            self._handle = self._loop.call_later(self.tick / SWEEP_SLICES, self._fire)
+            visited += 1
+            if not visited % 64 and time.perf_counter() >= deadline:
+                break
+        if not visiting:
+            self._left = 0
+        loop = self._loop
+        if self._members and loop is not None and not loop.is_closed():
+            if self._left:
+                self._handle = loop.call_soon(self._fire)
+            else:
+                self._handle = loop.call_later(self.tick / SWEEP_SLICES, self._fire)
 
 
 _shared_sweep = StreamSweep()
