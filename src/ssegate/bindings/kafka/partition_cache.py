@@ -223,6 +223,14 @@ class PartitionCache:
         if waste < 1024 or waste * 2 < len(self._slots):
             return
         compacted_away = self._dead > 0
+        if not compacted_away:  # only the evicted head goes: slices, at C speed
+            head = self._head
+            self._slots = self._slots[head:]
+            self._offsets = self._offsets[head:]
+            self._arrivals = self._arrivals[head:]
+            self._latest_by_key = {key: at - head for key, at in self._latest_by_key.items()}
+            self._head = 0
+            return
         slots: list[KafkaMessage | None] = []
         offsets: list[int] = []
         arrivals: list[float] = []
