@@ -278,3 +278,28 @@ def test_fanout_encodes_once_and_hands_validating_sinks_each_event() -> None:
     assert checked.calls == [("a", None, "1"), ("b", "tick", None), (None, None, "2")]
     assert checked.encoded == b""
     assert fanout.relayed_id == "2" and fanout.exact
+
+
+def test_in_step_members_of_an_opened_fanout_are_written_as_one_group() -> None:
+    fanout = UpstreamFanout("5", lambda: None)
+    early, behind = RecordingSink(), RecordingSink()
+    first = fanout.add(early, "5")
+    lagging = fanout.add(behind, "")  # no id while the fanout's is 5: not in step
+    assert not first.grouped  # not opened yet: nothing is written to a group
+    fanout.open()
+    assert first.grouped and not lagging.grouped
+    fanout.deliver([SseEvent("message", "a", "6")])
+    assert early.encoded == b"id:6\ndata:a\n\n"  # the group's shared bytes
+    assert behind.calls == [("a", None, "6")]  # its own write, the id written out
+    assert lagging.in_step and lagging.grouped  # in step now: it joins the group
+    fanout.deliver([SseEvent("message", "b", "7")])
+    assert early.encoded == b"id:6\ndata:a\n\nid:7\ndata:b\n\n"
+    assert behind.encoded == b"id:7\ndata:b\n\n"  # the shared bytes from now on
+    late = RecordingSink()
+    joined = fanout.add(late, "7")
+    assert late.opened and joined.grouped  # opened at once, and in the group
+    lagging.cancel()
+    assert not lagging.grouped
+    fanout.deliver([SseEvent("message", "c", "8")])
+    assert early.encoded.endswith(b"id:8\ndata:c\n\n") and late.encoded == b"id:8\ndata:c\n\n"
+    assert not behind.encoded.endswith(b"id:8\ndata:c\n\n")

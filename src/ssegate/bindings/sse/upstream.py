@@ -7,8 +7,11 @@ read are joined into one write. The id is written only when it moved, as a brows
 stream would.
 
 A member is *in step* when its client's last event id is the fanout's: it takes the shared
-bytes. A member that is not in step (it joined without an id while the fanout's id is set) gets
-its next items through :meth:`SseSink.event` with the id written out, and is in step after that.
+bytes, through one :class:`~ssegate.bindings.sse.fanout.SinkGroup` for all the in-step members
+of an opened fanout (the chunk framed once, one ``send()`` per cleartext HTTP/1.1 socket made
+from C, as the sse-kafka cohorts write). A member that is not in step (it joined without an id
+while the fanout's id is set) gets its next items through :meth:`SseSink.event` with the id
+written out, and is in step, and in the group, after that.
 A sink that checks each event (:attr:`SseSink.check`, a ``requests[].content`` model) always
 gets its items one by one through :meth:`SseSink.event`, which applies the check, and so does
 one whose client asked for ``ext=timestamp``: its events carry the moment they
@@ -27,6 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from ssegate.bindings.sse.fanout import SinkGroup
 from ssegate.bindings.sse.source import SseSink
 from ssegate.sse_codec.encoder import encode_event
 from ssegate.sse_codec.parser import SseEvent, SseIdOnly
@@ -37,7 +41,7 @@ UpstreamItem = SseEvent | SseIdOnly
 class FanoutMember:
     """One downstream stream reading a shared upstream (the :class:`Subscription` it holds)."""
 
-    __slots__ = ("client_id", "fanout", "in_step", "own_encoding", "sink", "timestamps")
+    __slots__ = ("client_id", "fanout", "grouped", "in_step", "own_encoding", "sink", "timestamps")
 
     def __init__(self, fanout: UpstreamFanout, sink: SseSink, client_id: str) -> None:
         self.fanout = fanout
@@ -48,6 +52,8 @@ class FanoutMember:
         self.client_id = client_id
         """The last event id this downstream's client holds (kept for members not in step)."""
         self.in_step = client_id == fanout.relayed_id and not self.own_encoding
+        self.grouped = False
+        """Written through the fanout's :class:`SinkGroup` (in step, and the fanout opened)."""
 
     def cancel(self) -> None:
         self.fanout.remove(self)
@@ -91,26 +97,37 @@ class UpstreamFanout:
         """True when the last item written set :attr:`relayed_id`, so the position is exact."""
         self.opened = False
         self.closed = False
-        self.members: tuple[FanoutMember, ...] = ()
+        self._members: dict[FanoutMember, None] = {}
+        self._group: SinkGroup[FanoutMember] = SinkGroup()
+        """The in-step members of the opened fanout, written the shared bytes at once."""
+        self._apart: dict[FanoutMember, None] = {}
+        """The other members, written one by one."""
         self._on_empty = on_empty
 
     def __len__(self) -> int:
-        return len(self.members)
+        return len(self._members)
+
+    @property
+    def members(self) -> tuple[FanoutMember, ...]:
+        return tuple(self._members)
 
     # -- membership ---------------------------------------------------------------------------
 
     def add(self, sink: SseSink, client_id: str) -> FanoutMember:
         member = FanoutMember(self, sink, client_id)
-        self.members += (member,)
+        self._members[member] = None
+        self._apart[member] = None
         if self.opened:
             sink.open()
+            self._place(member)
         return member
 
     def remove(self, member: FanoutMember) -> None:
-        if member.fanout is not self or member not in self.members:
+        if member.fanout is not self or member not in self._members:
             return
-        self.members = tuple(m for m in self.members if m is not member)
-        if not self.members:
+        del self._members[member]
+        self._leave(member)
+        if not self._members:
             self._on_empty()
 
     def absorb(
@@ -118,13 +135,36 @@ class UpstreamFanout:
     ) -> None:
         """Take ``other``'s members, which are ``missed`` items behind (``blocks`` encoded)."""
         moved = other.members
-        other.members = ()
+        for member in moved:
+            other._leave(member)
+        other._members = {}
         for member in moved:
             member.fanout = self
+            self._members[member] = None
+            self._apart[member] = None
             if missed:
                 self._write_to(member, missed, blocks)
-        self.members += moved
+            if self.opened:
+                self._place(member)
         other._on_empty()
+
+    def _place(self, member: FanoutMember) -> None:
+        """Into the group once in step (and the fanout opened), out of it otherwise."""
+        if member.in_step and self.opened and not member.sink.closed:
+            if not member.grouped:
+                self._apart.pop(member, None)
+                self._group.add(member.sink, member)
+                member.grouped = True
+        elif member.grouped:
+            self._group.discard(member.sink)
+            member.grouped = False
+            self._apart[member] = None
+
+    def _leave(self, member: FanoutMember) -> None:
+        if member.grouped:
+            self._group.discard(member.sink)
+            member.grouped = False
+        self._apart.pop(member, None)
 
     # -- delivery -----------------------------------------------------------------------------
 
@@ -157,11 +197,15 @@ class UpstreamFanout:
         blocks, marks = self.encode(items)
         if blocks:
             payload = blocks[0] if len(blocks) == 1 else b"".join(blocks)
-            for member in self.members:
+            if len(self._group):
+                self._group.write_encoded(payload)
+            for member in list(self._apart):
                 if member.in_step:
                     member.sink.write_encoded(payload)
                 else:
                     member.deliver_items(items)
+                if member in self._apart and self.opened:
+                    self._place(member)  # it may be in step now
         return blocks, marks
 
     def _write_to(
@@ -178,6 +222,8 @@ class UpstreamFanout:
         self.opened = True
         for member in self.members:
             member.sink.open()
+        for member in self.members:
+            self._place(member)
 
     def end(self) -> None:
         self.closed = True
