@@ -41,7 +41,7 @@ UpstreamItem = SseEvent | SseIdOnly
 class FanoutMember:
     """One downstream stream reading a shared upstream (the :class:`Subscription` it holds)."""
 
-    __slots__ = ("client_id", "fanout", "grouped", "in_step", "own_encoding", "sink", "timestamps")
+    __slots__ = ("client_id", "fanout", "in_step", "own_encoding", "sink", "timestamps")
 
     def __init__(self, fanout: UpstreamFanout, sink: SseSink, client_id: str) -> None:
         self.fanout = fanout
@@ -52,8 +52,11 @@ class FanoutMember:
         self.client_id = client_id
         """The last event id this downstream's client holds (kept for members not in step)."""
         self.in_step = client_id == fanout.relayed_id and not self.own_encoding
-        self.grouped = False
+
+    @property
+    def grouped(self) -> bool:
         """Written through the fanout's :class:`SinkGroup` (in step, and the fanout opened)."""
+        return self.fanout.writes_as_group(self)
 
     def cancel(self) -> None:
         self.fanout.remove(self)
@@ -101,7 +104,7 @@ class UpstreamFanout:
         self._group: SinkGroup[FanoutMember] = SinkGroup()
         """The in-step members of the opened fanout, written the shared bytes at once."""
         self._apart: dict[FanoutMember, None] = {}
-        """The other members, written one by one."""
+        """The other members, written one by one; a member in neither is in the group."""
         self._on_empty = on_empty
 
     def __len__(self) -> int:
@@ -135,10 +138,9 @@ class UpstreamFanout:
     ) -> None:
         """Take ``other``'s members, which are ``missed`` items behind (``blocks`` encoded)."""
         moved = other.members
-        for member in moved:
-            other._leave(member)
         other._members = {}
         for member in moved:
+            other._leave(member)
             member.fanout = self
             self._members[member] = None
             self._apart[member] = None
@@ -148,23 +150,25 @@ class UpstreamFanout:
                 self._place(member)
         other._on_empty()
 
+    def writes_as_group(self, member: FanoutMember) -> bool:
+        """``member`` is written through the group."""
+        return member in self._members and member not in self._apart
+
     def _place(self, member: FanoutMember) -> None:
         """Into the group once in step (and the fanout opened), out of it otherwise."""
+        grouped = member not in self._apart
         if member.in_step and self.opened and not member.sink.closed:
-            if not member.grouped:
-                self._apart.pop(member, None)
+            if not grouped:
+                del self._apart[member]
                 self._group.add(member.sink, member)
-                member.grouped = True
-        elif member.grouped:
+        elif grouped:
             self._group.discard(member.sink)
-            member.grouped = False
             self._apart[member] = None
 
     def _leave(self, member: FanoutMember) -> None:
-        if member.grouped:
+        """``member`` is no longer this fanout's: out of the group, or of the members apart."""
+        if self._apart.pop(member, False) is False:
             self._group.discard(member.sink)
-            member.grouped = False
-        self._apart.pop(member, None)
 
     # -- delivery -----------------------------------------------------------------------------
 
@@ -204,7 +208,7 @@ class UpstreamFanout:
                     member.sink.write_encoded(payload)
                 else:
                     member.deliver_items(items)
-                if member in self._apart and self.opened:
+                if member in self._apart:  # not removed in the write
                     self._place(member)  # it may be in step now
         return blocks, marks
 
@@ -222,7 +226,6 @@ class UpstreamFanout:
         self.opened = True
         for member in self.members:
             member.sink.open()
-        for member in self.members:
             self._place(member)
 
     def end(self) -> None:
