@@ -50,6 +50,43 @@ def test_a_full_collection_measures_growth_from_what_it_left() -> None:
     assert schedule.due(625 * MIB, 31.0) == "growth"
 
 
+def test_growth_the_connections_opened_account_for_makes_no_full_collection_due() -> None:
+    schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0, connections=0)
+    # 2,048 streams opened, 40 MiB: the collection finds nothing, so each took 20 KiB
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_048)
+    assert schedule.per_connection == 20 * 1024
+    # 12,288 more streams: 240 MiB, all of it theirs
+    assert schedule.due(340 * MIB, 2.0, connections=14_336) is None
+    # the same memory with 2,048 fewer connections open: 40 MiB nothing accounts for
+    assert schedule.due(340 * MIB, 2.0, connections=12_288) is None  # +40 % < 50 %
+    assert schedule.due(360 * MIB, 2.0, connections=12_288) == "growth"
+
+
+def test_growth_past_what_the_connections_account_for_still_makes_one_due() -> None:
+    schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0)
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_000)
+    # no connection opened since: the growth is all unexplained (50 % now makes one due)
+    assert schedule.due(150 * MIB, 2.0, connections=2_000) == "growth"
+    # connections that closed and were replaced: their garbage is growth like any other
+    assert schedule.due(150 * MIB, 2.0, connections=1_000) == "growth"
+
+
+def test_a_full_collection_that_finds_garbage_forgets_what_a_connection_was_taken_to_hold() -> None:
+    schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0)
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_000)
+    schedule.ran(100 * MIB, 2.0, reclaimed=100_000, walked=500_000, connections=2_000)
+    assert schedule.per_connection == 0.0
+    assert schedule.due(125 * MIB, 3.0, connections=4_000) == "growth"
+
+
+def test_a_full_collection_with_no_connection_opened_keeps_the_last_measure() -> None:
+    schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0)
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_048)
+    schedule.ran(200 * MIB, 2.0, reclaimed=0, walked=500_000, connections=2_048)
+    assert schedule.per_connection == 20 * 1024
+    assert schedule.connections == 2_048
+
+
 _POLICY_IN_A_PROCESS = textwrap.dedent(
     """
     import asyncio, gc, json, weakref
@@ -128,6 +165,38 @@ def test_survivors_are_frozen_and_their_garbage_cycles_wait_for_growth_past_the_
     assert result["pauses"].get("1", 0) >= 50 and result["pauses"].get("2", 0) == 1
     assert result["frozen_after_close"] == 0
     assert result["threshold_after_close"] == [700, 10, 10]
+
+
+def test_the_policy_reads_the_open_connections_from_the_gauge_the_http_servers_keep() -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, json
+        from ssegate.engine.collector import FullCollectionSchedule, LongLivedObjects
+        from ssegate.telemetry.metrics import Metrics
+
+        resident = [100 * 2**20]
+        loop = asyncio.new_event_loop()
+        metrics = Metrics()
+        schedule = FullCollectionSchedule(resident[0], 0.0, floor=0, max_interval=0)
+        policy = LongLivedObjects(loop, metrics, resident=lambda: resident[0],
+                                  check_seconds=0.01, schedule=schedule)
+        def grow(connections, mib):
+            metrics.gauge("ssegate.connections.active", "http0", connections)
+            resident[0] += mib * 2**20
+            loop.run_until_complete(asyncio.sleep(0.05))
+            return policy.full_collections
+        counts = [grow(1_000, 40)]  # +40 %: due, and nothing found: 40 KiB per connection
+        counts.append(grow(4_000, 160))  # all of it the new connections'
+        counts.append(grow(0, 100))  # nothing opened: growth like any other, due
+        policy.close()
+        print(json.dumps([counts, schedule.connections, round(schedule.per_connection)]))
+        """
+    )
+    counts, connections, per_connection = _run(script)
+    assert counts == [1, 1, 2]
+    assert connections == 5_000
+    # that collection found nothing either: all 260 MiB since the last were the 4,000 opened
+    assert per_connection == 260 * MIB // 4_000
 
 
 def test_ssegate_gc_python_keeps_cpythons_own_schedule() -> None:
