@@ -57,9 +57,11 @@ def test_growth_the_connections_opened_account_for_makes_no_full_collection_due(
     assert schedule.per_connection == 20 * 1024
     # 12,288 more streams: 240 MiB, all of it theirs
     assert schedule.due(340 * MIB, 2.0, connections=14_336) is None
-    # the same memory with 2,048 fewer connections open: 40 MiB nothing accounts for
-    assert schedule.due(340 * MIB, 2.0, connections=12_288) is None  # +40 % < 50 %
-    assert schedule.due(360 * MIB, 2.0, connections=12_288) == "growth"
+    # 2,048 of them closed: the memory they took is not growth
+    assert schedule.due(340 * MIB, 3.0, connections=12_288) is None
+    # as many new ones in their place: what they take is (40 MiB, +40 % < 50 %; then 60 MiB)
+    assert schedule.due(380 * MIB, 4.0, connections=14_336) is None
+    assert schedule.due(400 * MIB, 4.0, connections=14_336) == "growth"
 
 
 def test_growth_past_what_the_connections_account_for_still_makes_one_due() -> None:
@@ -67,7 +69,7 @@ def test_growth_past_what_the_connections_account_for_still_makes_one_due() -> N
     schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_000)
     # no connection opened since: the growth is all unexplained (50 % now makes one due)
     assert schedule.due(150 * MIB, 2.0, connections=2_000) == "growth"
-    # connections that closed and were replaced: their garbage is growth like any other
+    # connections that closed account for nothing new either
     assert schedule.due(150 * MIB, 2.0, connections=1_000) == "growth"
 
 
@@ -188,14 +190,16 @@ def test_the_policy_reads_the_open_connections_from_the_gauge_the_http_servers_k
         counts = [grow(1_000, 40)]  # +40 %: due, and nothing found: 40 KiB per connection
         counts.append(grow(4_000, 160))  # all of it the new connections'
         counts.append(grow(0, 100))  # nothing opened: growth like any other, due
+        counts.append(grow(-5_000, 0))  # every connection closed: memory stays, nothing due
+        counts.append(grow(1_000, 500))  # new ones in their place, and more than doubled memory
         policy.close()
         print(json.dumps([counts, schedule.connections, round(schedule.per_connection)]))
         """
     )
     counts, connections, per_connection = _run(script)
-    assert counts == [1, 1, 2]
-    assert connections == 5_000
-    # that collection found nothing either: all 260 MiB since the last were the 4,000 opened
+    assert counts == [1, 1, 2, 2, 3]
+    assert connections == 1_000
+    # none of them found garbage, and no connection was opened over 5,000: the last measure
     assert per_connection == 260 * MIB // 4_000
 
 

@@ -36,15 +36,17 @@ The policy here keeps what the collector is for, finding garbage cycles, without
   of what it walked: growth was streams opening, not garbage; 50,000 streams opening over h2
   made six in a row that reclaimed 0 objects) doubles it, up to 2 (memory tripled); one that
   finds garbage sets it back to a quarter.
-- Growth that open connections account for is not counted. A full collection that reclaims
-  next to nothing while connections were opened measures what each took (the growth since the
-  last one over the connections added: all of it was live); until a collection finds garbage,
-  that much per connection opened since the last full collection is left out of the growth.
-  Streams opening are the growth of a gateway that holds no garbage, and every full collection
-  walks all of them: 100,000 HTTP/1.1 streams over 7 workers paid 1-3 s per worker, mid-run,
-  for a collection that reclaimed 0 objects, because memory had doubled since the last one
-  while the streams opened. Connections that close are not counted: their garbage cycles are
-  what a full collection is for, and they show as growth once new connections take their place.
+- Growth that connections account for is not counted. A full collection that reclaims next to
+  nothing while connections were opened measures what each took (the growth since the last one
+  over the connections added: all of it was live); until a collection finds garbage, that much
+  for each connection over the count at the last full collection is left out of the growth,
+  counting from the most connections open at once since. Streams opening are the growth of a
+  gateway that holds no garbage, and every full collection walks all of them: 100,000 HTTP/1.1
+  streams over 7 workers paid 1-3 s per worker, mid-run, for a collection that reclaimed 0
+  objects, because memory had doubled since the last one while the streams opened. The most
+  open, not the number open now: connections that close give little memory back at once (their
+  objects leave holes in the allocator's arenas), so a mass disconnect is not growth; the
+  garbage cycles they may leave show as growth once new connections take their place.
 
 Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``
@@ -108,13 +110,17 @@ class FullCollectionSchedule:
     """At the longest between two; ``0`` for no such bound."""
     connections: int = 0
     """The connections open after the last full collection (or at start)."""
+    most_connections: int = 0
+    """The most connections seen open at once since the last full collection."""
     per_connection: float = 0.0
     """Bytes each connection opened since the last full collection is taken to hold: measured
     by the last one that found next to no garbage, ``0`` once one finds garbage."""
 
     def due(self, resident: int, now: float, connections: int = 0) -> FullReason | None:
-        """Why a full collection should run now, or ``None``, with ``connections`` open."""
-        opened = max(0, connections - self.connections)
+        """Why a full collection should run now, or ``None``, with ``connections`` open (the
+        most seen since the last full collection is kept)."""
+        self.most_connections = max(self.most_connections, connections)
+        opened = max(0, self.most_connections - self.connections)
         grown = resident - self.baseline - self.per_connection * opened
         if grown >= max(self.floor, self.growth * self.baseline):
             return "growth"
@@ -136,7 +142,7 @@ class FullCollectionSchedule:
         streams it holds, and each full collection costs in proportion to them."""
         if walked > 0 and reclaimed < self.worth * walked:
             self.growth = min(self.max_growth, self.growth * 2)
-            opened = connections - self.connections
+            opened = max(self.most_connections, connections) - self.connections
             if opened > 0:
                 self.per_connection = max(0, resident - self.baseline) / opened
         else:
@@ -144,7 +150,7 @@ class FullCollectionSchedule:
             self.per_connection = 0.0
         self.baseline = resident
         self.last = now
-        self.connections = connections
+        self.connections = self.most_connections = connections
 
 
 def resident_bytes() -> int:
