@@ -266,7 +266,7 @@ def expected_counts(sent: int) -> Counter[tuple[str, str]]:
     return counts
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(540)
 def test_a_worker_killed_mid_stream_loses_no_record_and_repeats_none_under_its_id(
     cluster: ClusterInfo, kafka_broker: BrokerInfo, tmp_path: Path
 ) -> None:
@@ -300,10 +300,15 @@ def test_a_worker_killed_mid_stream_loses_no_record_and_repeats_none_under_its_i
         produce_readings(bootstrap, raw, range(BEFORE_KILL, SENT))
         produce_readings(bootstrap, raw, range(CLOSER, CLOSER + 1))  # closes every window
         arrivals.wait_for(lambda seen: len(seen) == SENT + 1, "not every reading was copied", 150)
-        deadline = time.monotonic() + 120
+        # How soon the windows close is not what this test is about, and under the whole
+        # suite's load it once took over 120 s (all the readings copied); the bound only ends
+        # a hang, and the time it took is printed.
+        copied_all = time.monotonic()
+        deadline = copied_all + 240
         while sum(window_counts(by_id(consume(bootstrap, counts))[0]).values()) < SENT:
-            assert time.monotonic() < deadline, "the windows did not all close within 120 s"
+            assert time.monotonic() < deadline, "the windows did not all close within 240 s"
             time.sleep(1)
+        print(f"the windows closed {time.monotonic() - copied_all:.1f} s after the last copy")
         pipeline.send_signal(signal.SIGTERM)
         assert finish(pipeline, 90) == 0, log.read_text(errors="replace")[-3000:]
     finally:
