@@ -431,6 +431,38 @@ def test_a_client_over_the_stall_mark_for_the_timeout_is_aborted_for_time() -> N
     assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 0
 
 
+def test_a_stalled_client_is_dropped_when_its_timeout_is_up_not_at_a_later_sweep() -> None:
+    async def scenario() -> tuple[int | None, float, int]:
+        sweep, stream, sink, server = slow_client_server(timeout=0.2)
+        stream.in_kernel = 64 * 1024 + 1
+        sink.event("x")
+        sweep.sweep(100.0)  # the stall starts; the sweep's clock stays at 100.0 from now on
+        started = time.monotonic()
+        while stream.aborted_over is None and time.monotonic() - started < 2:
+            await asyncio.sleep(0.01)
+        dropped = server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time")
+        return stream.aborted_over, time.monotonic() - started, dropped
+
+    aborted_over, after, dropped = asyncio.run(scenario())
+    # the sweep's own visits (its clock frozen) would never see the timeout up: the timer did
+    assert aborted_over == 1 << 20 and dropped == 1
+    assert 0.15 <= after < 1.0
+
+
+def test_a_client_that_reads_again_before_its_timeout_is_not_dropped_by_the_timer() -> None:
+    async def scenario() -> int | None:
+        sweep, stream, sink, _ = slow_client_server(timeout=0.1)
+        stream.in_kernel = 64 * 1024 + 1
+        sink.event("x")
+        sweep.sweep(100.0)
+        stream.in_kernel = 0
+        sweep.sweep(100.05)  # back under the mark: no longer stalled
+        await asyncio.sleep(0.3)
+        return stream.aborted_over
+
+    assert asyncio.run(scenario()) is None
+
+
 def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
     sweep, stream, sink, _ = slow_client_server(timeout=10)
     stream.in_kernel = 64 * 1024 + 1

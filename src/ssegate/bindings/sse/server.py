@@ -28,7 +28,7 @@ Options, Zilla's first then ssegate's own:
 - ``keepalive`` (seconds, default 15, ``0`` off): the comment ``:`` after that much idle time,
   or ``id:<resume point>`` when the source's resume point moved without an event.
   One :class:`StreamSweep` timer per process visits every open stream; there is no timer
-  and no task per stream.
+  and no task per stream, but for a stalled one's deadline (below).
 - ``initial-comment``: a comment sent right after the headers.
 - ``max-buffered`` (bytes, default 1 MiB) and ``slow-client-timeout`` (seconds, default 10,
   ``0`` off): the slow-client policy, below.
@@ -38,7 +38,9 @@ unsent for its connection (:attr:`ResponseStream.unsent`). A client is dropped w
 bytes pass ``max-buffered`` (reason ``bytes``: ssegate's buffer is checked on every write, the
 total on every sweep) or stay over :data:`STALL_MARK` (or half of ``max-buffered``, when that is
 less) for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the last
-sweep, or already over the mark, are asked, so idle streams cost nothing. While a client is over
+sweep, or already over the mark, are asked, so idle streams cost nothing. The sweep that finds a
+client over the mark sets a timer for the end of its timeout, so the drop comes then, not at
+the first sweep after it (up to a tick later). While a client is over
 the mark what is written to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a group of
 streams keeps one log for all its held members), and sent as one write once the client is back
 at the mark: a client that reads nothing costs no ``send()``, and its source is told
@@ -225,6 +227,7 @@ class DownstreamStream:
         "_check",
         "_held",
         "_server",
+        "_stall_timer",
         "_state",
         "_stream",
         "_wrote",
@@ -264,6 +267,8 @@ class DownstreamStream:
         longest tick (inf: any, as long as it still visits to check the byte bound)."""
         self.stalled_since: float | None = None
         """When the sweep first found the client over the stall mark (None: it is not)."""
+        self._stall_timer: asyncio.TimerHandle | None = None
+        """While stalled, with a loop running: the check at the end of the timeout."""
         self._held: Hold | None = None
         """While the client is stalled: what is written to it, kept until it reads again
         (:mod:`~ssegate.bindings.sse.hold`); ``None``: writes go out at once."""
@@ -478,13 +483,39 @@ class DownstreamStream:
         elif unsent <= server.stall_mark:
             if self.stalled_since is not None:
                 self.stalled_since = None
+                self._cancel_stall_timer()
                 self._pace(False)
         elif self.stalled_since is None:
             self.stalled_since = now
             self._pace(True)
+            self._time_stall(server.slow_client_timeout)
         elif 0 < server.slow_client_timeout <= now - self.stalled_since:
             self._drop_slow("time", behind, now - self.stalled_since)
         return self._state == _CLOSED
+
+    def _time_stall(self, timeout: float) -> None:
+        """Check again when the stall's ``timeout`` is up (without a running loop, the sweep
+        does, at its next tick)."""
+        if timeout <= 0 or self._state == _CLOSED:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._stall_timer = loop.call_later(timeout, self._stall_ends, timeout)
+
+    def _stall_ends(self, timeout: float) -> None:
+        self._stall_timer = None
+        stalled_since = self.stalled_since
+        if self._state == _CLOSED or stalled_since is None:
+            return
+        # The loop's clock and the sweep's may differ by a millisecond: the timeout is up.
+        self._dropped_as_slow(max(self._server.sweep.clock(), stalled_since + timeout))
+
+    def _cancel_stall_timer(self) -> None:
+        timer, self._stall_timer = self._stall_timer, None
+        if timer is not None:
+            timer.cancel()
 
     def _drop_slow(self, reason: str, unsent: int, stalled_for: float = 0.0) -> None:
         """Too far behind: count it, release the source, and abort the response (its
@@ -504,6 +535,7 @@ class DownstreamStream:
         if self._state == _OPEN:
             self._server.metrics.gauge("stream.active.sent", self._server.name, -1)
         self._state = _CLOSED
+        self._cancel_stall_timer()
         held, self._held = self._held, None
         if held is not None:
             held.release()
