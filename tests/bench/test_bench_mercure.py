@@ -114,6 +114,25 @@ def test_fanout_delivers_every_event_on_ssegate_and_mercure_and_reports_ratios(
     assert plot.exists() or "matplotlib is not installed" in result["plot"]
 
 
+@pytest.mark.timeout(180)
+def test_the_fanout_ladder_climbs_over_the_transport_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "fanout.json"
+    arguments = [
+        *("bench", "fanout", "--clients", "3", "--rate", "50", "--duration", "1"),
+        *("--transports", "tls-h2", "--idle-clients", "0", "--ladder-clients", "3"),
+        *("--ladder-rates", "50", "--ladder-duration", "1", "--ladder-transport", "tls-h2"),
+        *("--without-mercure", "--out", str(out)),
+    ]
+    assert main(arguments) == 0
+    result = json.loads(out.read_text())
+    assert result["ladder_transport"] == "tls-h2"
+    [ladder] = result["ladder"]
+    assert (ladder["server"], ladder["transport"]) == ("ssegate", "tls-h2")
+    [step] = ladder["steps"]
+    assert (step["missing"], step["duplicates"]) == (0, 0)
+    assert step["delivered_events_per_s"] > 0 and step["latency_ms"]["p99"] is not None
+
+
 def test_stamp_tally_counts_a_replayed_run_of_ids_as_duplicates_every_one() -> None:
     counters = ReceiveCounters()
     tally = StampTally(counters)

@@ -264,6 +264,18 @@ def test_throughput_over_tls_h2_is_not_measured_the_ladder_is_plain_http1_only()
     assert "p99 ladder is over plain HTTP/1.1 only" in verdict["note"]
 
 
+def test_throughput_over_tls_h2_is_judged_from_the_runs_whose_ladder_climbed_over_it() -> None:
+    climbed = _mercure_throughput(1.3) | {"ladder_transport": "tls-h2"}
+    verdict = _verdict("≥ 1.5\u00d7 Mercure's throughput at equal p99, 2 workers, TLS h2",
+                       [climbed] * 3)  # fmt: skip
+    assert (verdict["status"], verdict["measured"]) == ("missed", "1.30\u00d7")
+    # and such a run says nothing of plain HTTP/1.1
+    plain = _verdict("≥ 1.5\u00d7 Mercure's throughput at equal p99, 2 workers, plain",
+                     [climbed] * 3)  # fmt: skip
+    assert plain["status"] == "not measured"
+    assert "p99 ladder is over TLS h2 only: no h1 one" in plain["note"]
+
+
 def test_a_saturated_mercure_client_or_a_mercure_loss_voids_the_p99_pair() -> None:
     lossy = _mercure_p99(0.5)
     lossy["cases"][1]["missing"] = 9

@@ -103,6 +103,10 @@ def add_bench_parser(commands: Any) -> None:
     )  # fmt: skip
     fanout.add_argument("--ladder-duration", type=float, default=3.0)
     fanout.add_argument(
+        "--ladder-transport", choices=["h1", "tls-h1", "tls-h2"], default="h1",
+        help="the transport the ladder climbs over",
+    )  # fmt: skip
+    fanout.add_argument(
         "--ladder-budget", type=float, default=180.0,
         help="seconds the climb and the bisection to 10 %% may take",
     )  # fmt: skip
@@ -369,6 +373,7 @@ def _fanout(args: argparse.Namespace) -> int:
         ladder_rates=None if args.ladder_rates is None else [float(r) for r in args.ladder_rates],
         ladder_duration=args.ladder_duration,
         ladder_budget=args.ladder_budget,
+        ladder_transport=args.ladder_transport,
         mercure=not args.without_mercure,
         mercure_transport=args.mercure_transport,
         client_processes=args.client_processes,

@@ -22,8 +22,8 @@ A run measures, per server:
    the publisher falls behind, then bisect between the last rate that passed and the first
    that failed until they are within 10 %; the last rate that passed is the server's
    throughput at that p99. A step whose load client or publisher was saturated is invalid
-   and ends that server's climb. The servers take turns at each rate, over plain HTTP/1.1,
-   and the climb is bounded in time.
+   and ends that server's climb. The servers take turns at each rate, over one transport
+   (``ladder_transport``: plain HTTP/1.1 unless asked), and the climb is bounded in time.
 
 tls-h2 cases hold most streams with h2load (:mod:`ssegate_lab.bench.case`).
 
@@ -226,12 +226,14 @@ def _ladders(
     duration: float,
     budget: float,
     processes: int,
+    transport: str,
 ) -> list[dict[str, Any]]:
-    """Climb ``rates`` on every server, taking turns, then bisect to 10 % (:func:`climb`)."""
+    """Climb ``rates`` on every server over ``transport``, taking turns, then bisect to 10 %
+    (:func:`climb`)."""
     by_name = {server.name: server for server in servers}
 
     def measure(name: str, rate: float) -> tuple[dict[str, Any], str, str]:
-        row = by_name[name].case("h1", clients, rate, duration, processes)
+        row = by_name[name].case(transport, clients, rate, duration, processes)
         return {key: row[key] for key in _STEP_FIELDS}, *_outcome(row)
 
     reports = []
@@ -240,6 +242,7 @@ def _ladders(
         reports.append(
             ladder.report()
             | {
+                "transport": transport,
                 "clients": clients,
                 "p99_target_ms": P99_TARGET_MS,
                 "best_delivered_events_per_s": best["delivered_events_per_s"] if best else None,
@@ -299,6 +302,7 @@ def run_fanout(
     ladder_rates: list[float] | None = None,
     ladder_duration: float = 3.0,
     ladder_budget: float = 180.0,
+    ladder_transport: str = "h1",
     mercure: bool = True,
     mercure_transport: str = "local",
     client_processes: int = 1,
@@ -312,13 +316,14 @@ def run_fanout(
     ``mercure``, or when its build fails (the reason is in the results), ssegate runs alone.
     ``workers`` is the gateway's worker processes; Mercure uses every core as Go does.
     ``h2_client`` ``python`` keeps h2load out of the tls-h2 cases; ``mercure_publish_cost``
-    is ``separated`` or ``included`` (the module's docstring says what each does).
+    is ``separated`` or ``included`` (the module's docstring says what each does); the
+    ladder climbs over ``ladder_transport``.
     """
     if mercure_publish_cost not in PUBLISH_COSTS:
         raise ValueError(f"mercure_publish_cost is one of {', '.join(PUBLISH_COSTS)}")
     if len(rates) not in (1, len(clients)):
         raise ValueError("give one rate, or one rate per client count")
-    unknown = [t for t in transports if t not in TRANSPORTS]
+    unknown = [t for t in (*transports, ladder_transport) if t not in TRANSPORTS]
     if unknown:
         raise ValueError(f"unknown transports {unknown}: use {', '.join(TRANSPORTS)}")
     per_count = rates * len(clients) if len(rates) == 1 else rates
@@ -334,6 +339,7 @@ def run_fanout(
         "idle": [],
         "cases": [],
         "ladder": [],
+        "ladder_transport": ladder_transport,
     }
     hub_binary = None
     if mercure:
@@ -381,7 +387,13 @@ def run_fanout(
                     )
         if ladder:
             results["ladder"] = _ladders(
-                servers, ladder_clients, ladder, ladder_duration, ladder_budget, client_processes
+                servers,
+                ladder_clients,
+                ladder,
+                ladder_duration,
+                ladder_budget,
+                client_processes,
+                ladder_transport,
             )
     results["ratios"] = ratios(results)
     return results

@@ -182,13 +182,17 @@ def no_mercure(result: dict[str, Any], otherwise: str) -> str:
 
 
 LADDER_TRANSPORT = "h1"
-"""The fan-out scenario climbs its p99 ladder over plain HTTP/1.1 only."""
+"""The transport a fan-out result's p99 ladder climbed over when the result does not say."""
+TRANSPORT_WORDS = {"h1": "plain HTTP/1.1", "tls-h1": "TLS HTTP/1.1", "tls-h2": "TLS h2"}
 
 
 def _ladder_ratio(result: dict[str, Any], transport: str) -> tuple[Run, float | None]:
-    """ssegate's ladder against Mercure's (:func:`ssegate_lab.bench.ladder.compare`)."""
-    if transport != LADDER_TRANSPORT:
-        why = f"the fan-out scenario's p99 ladder is over plain HTTP/1.1 only: no {transport} one"
+    """ssegate's ladder against Mercure's (:func:`ssegate_lab.bench.ladder.compare`), from a
+    run whose ladder climbed over ``transport``."""
+    climbed = result.get("ladder_transport", LADDER_TRANSPORT)
+    if transport != climbed:
+        words = TRANSPORT_WORDS.get(climbed, climbed)
+        why = f"this run's p99 ladder is over {words} only: no {transport} one"
         return Run(note=why), None
     ratios = result.get("ratios") or {}
     ratio = ratios.get("throughput_at_p99_target")

@@ -226,6 +226,8 @@ def _over_kafkasse(results: Results) -> Verdict:
 KEYED_STREAMS = 19_000
 """20,000 in the target; one process may hold 20,000 open files here, its own included."""
 MERCURE_TRANSPORTS = (("h1", "plain HTTP/1.1"), ("tls-h2", "TLS h2"))
+LADDER_STEPS = {"h1": "fanout", "tls-h2": "fanout-tls-h2"}
+"""The step whose p99 ladder climbs over each transport."""
 KAFKA = (("server", "ssegate"),)
 STALLED = (
     ("p99_ratio", 2.0, f"live p99 ≤ 2{TIMES} the baseline"),
@@ -279,7 +281,7 @@ TARGETS: tuple[Target, ...] = (
     *(
         Target(
             f"≥ 1.5{TIMES} Mercure's throughput at equal p99, 2 workers, {words}",
-            "fanout",
+            LADDER_STEPS[transport],
             judges.over_mercure("throughput", transport, 1.5, workers=2),
         )
         for transport, words in MERCURE_TRANSPORTS

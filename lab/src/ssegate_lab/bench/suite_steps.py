@@ -205,6 +205,7 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
     "pipeline": ("pipeline", pipeline_figures, False),
     "pipeline-latency": ("pipeline", pipeline_latency_figures, False),
     "fanout": ("fanout", fanout_figures, True),
+    "fanout-tls-h2": ("fanout", fanout_figures, False),
     "keyed": ("keyed", keyed_figures, True),
     "kafka-fanout": ("kafka", kafka_figures, False),
     "proxy-10k": ("proxy", proxy_figures, False),
@@ -218,7 +219,7 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
 
 JUDGING_STEPS = frozenset(
     {"proxy", "proxy-10k", "kafka", "kafka-throughput", "kafka-fanout", "fanout",
-     "pipeline-latency"}
+     "fanout-tls-h2", "pipeline-latency"}
 )  # fmt: skip
 """Steps that judge a target from one result per run, so they run :data:`JUDGED_RUNS` times.
 ``idle``, ``keyed``, ``stalled``, ``failover`` and ``pipeline``'s throughput repeat inside one
@@ -278,6 +279,12 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 " --ladder-rates 200,800,3200 --ladder-duration 2 --ladder-budget 150",
                 300,
             ),
+            "fanout-tls-h2": (
+                "--clients 100 --rate 100 --duration 2 --transports tls-h2 --idle-clients 0"
+                " --ladder-transport tls-h2 --ladder-rates 200,800,3200 --ladder-duration 2"
+                " --ladder-budget 150",
+                300,
+            ),
             "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1", 120),
             # the targets below at small sizes: their figures, and "not measured" at the
             # targets' sizes (the latency of the pipeline has no size: it is judged)
@@ -330,6 +337,11 @@ PROFILES: dict[str, tuple[Step, ...]] = {
             "pipeline": ("--records 1000000 --runs 3", 900),
             # one gateway process per core, as the Mercure targets are stated
             "fanout": ("--workers 2", 900),
+            # the same ladder over TLS h2 (the equal-load pairs of that transport are above)
+            "fanout-tls-h2": (
+                "--workers 2 --transports tls-h2 --idle-clients 0 --ladder-transport tls-h2",
+                600,
+            ),
             # 19,000: one process holds at most 20,000 open files here
             "keyed": ("--streams 1000,10000,19000 --rate 1000 --duration 60 --repeat 3", 1500),
             # 10,000 subscribers x 30 msg/s: one event per write while the gateway keeps up
