@@ -40,8 +40,10 @@ def end_bound(
     """Seconds from a stalled client's connect to the end of its connection, at the latest.
 
     The stream fills the client's receive buffer and then the stall mark at the stream's rate;
-    the sweep sees it over the mark within one tick, and drops it one tick after ``timeout``
-    more seconds at the latest."""
+    the sweep sees it over the mark within one tick, and the timer it sets then drops it
+    ``timeout`` seconds later. One more tick is allowed for the event loop to be late (the sweep
+    and the timer run on it among every other callback); before that timer, the drop came at
+    the first sweep after ``timeout``, up to that tick later."""
     if stream_bytes_per_s <= 0:
         return math.inf
     fill = (stall_mark + rcvbuf) / stream_bytes_per_s
