@@ -225,7 +225,7 @@ def _over_kafkasse(results: Results) -> Verdict:
 
 KEYED_STREAMS = 19_000
 """20,000 in the target; one process may hold 20,000 open files here, its own included."""
-MERCURE_TRANSPORTS = (("h1", "plain HTTP/1.1"), ("tls-h2", "TLS h2"))
+MERCURE_TRANSPORTS = tuple((t, judges.TRANSPORT_WORDS[t]) for t in ("h1", "tls-h2"))
 LADDER_STEPS = {"h1": "fanout", "tls-h2": "fanout-tls-h2"}
 """The step whose p99 ladder climbs over each transport."""
 KAFKA = (("server", "ssegate"),)
