@@ -23,7 +23,9 @@ The policy here keeps what the collector is for, finding garbage cycles, without
 - What survives a collection of generation 1 is frozen (:func:`gc.freeze`: moved to the
   permanent generation, which no automatic collection walks). A frozen object is still freed by
   reference counting as soon as nothing refers to it; only a garbage *cycle* among frozen
-  objects waits.
+  objects waits. A closed connection leaves none: its HTTP protocol lets go of what refers back
+  to it when the connection is lost (``HttpProtocolBase._release``), so its memory returns at
+  once, not at the next full collection.
 - The automatic full collection is off. The event loop checks the process's resident memory
   every :data:`CHECK_SECONDS`, less what the bounded caches hold (the Kafka cache's bytes,
   :data:`BOUNDED_CACHES`: they grow to their own bound and are no garbage), and runs a full
@@ -44,9 +46,10 @@ The policy here keeps what the collector is for, finding garbage cycles, without
   gateway that holds no garbage, and every full collection walks all of them: 100,000 HTTP/1.1
   streams over 7 workers paid 1-3 s per worker, mid-run, for a collection that reclaimed 0
   objects, because memory had doubled since the last one while the streams opened. The most
-  open, not the number open now: connections that close give little memory back at once (their
-  objects leave holes in the allocator's arenas), so a mass disconnect is not growth; the
-  garbage cycles they may leave show as growth once new connections take their place.
+  open, not the number open now: a mass disconnect is not growth (what the closed connections
+  held is freed at once, above; what is left of it are holes in the allocator's arenas, which
+  new connections fill), and any other garbage cycles show as growth once new connections take
+  their place.
 
 Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``

@@ -57,6 +57,14 @@ class HttpProtocolBase(FlowControlledProtocol):
         self._timer.cancel()
         self._deadlines.cancel()
 
+    def _release(self) -> None:
+        """The connection is gone: stop its timers and let go of what refers back to it, so
+        that reference counting frees it at once. The collector policy
+        (:mod:`ssegate.engine.collector`) freezes what lives long, and a cycle of frozen
+        objects waits for a full collection: closed connections would pile up until one."""
+        self._stop_timers()
+        self._deadlines.close()
+
     def _arm_idle(self) -> None:
         if self._transport is None or self._ending:
             self._timer.cancel()

@@ -47,8 +47,10 @@ SwitchToH2 = Callable[[Request, bytes, bytes, bytes], None]
 
 # Pipelined requests held before reading pauses.
 MAX_QUEUED_REQUESTS = 32
-# Seconds a refused connection keeps draining input before it closes.
 _HEADS_WITHOUT_BODY = frozenset({204, 304})
+_DETACHED = httptools.HttpRequestParser(object())
+"""The parser a closed connection holds instead of its own, which calls the connection back
+(a reference cycle); never fed: a closed connection reads nothing."""
 
 
 class _Rejected(Exception):
@@ -274,7 +276,9 @@ class Http1Protocol(HttpProtocolBase):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._stop_timers()
+        self._release()
+        self._parser = _DETACHED  # the parser calls this protocol back: a cycle, kept
+        self._switch_to_h2 = None
         self._queue.clear()
         current, self._current = self._current, None
         if current is not None:

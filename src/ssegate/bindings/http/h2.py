@@ -223,7 +223,10 @@ class H2Protocol(HttpProtocolBase):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._stop_timers()
+        self._release()
+        # h2's connection keeps a table of its own methods (a cycle): emptied, the connection
+        # and its streams, header tables and buffers go at once rather than at a full collection.
+        self._conn._frame_dispatch_table.clear()
         self._requests.clear()
         streams, self._streams = self._streams, {}
         for stream in streams.values():

@@ -71,6 +71,12 @@ class RequestDeadlines:
         self._timer.cancel()
         self._queue.clear()
 
+    def close(self) -> None:
+        """Cancel, and let go of ``overdue`` (a method of the connection that holds this: kept,
+        it would make the two a cycle that only the cyclic collector could free)."""
+        self.cancel()
+        self._overdue = _ignore
+
     def _fire(self) -> None:
         now = time.monotonic()
         queue = self._queue
@@ -78,6 +84,10 @@ class RequestDeadlines:
             self._overdue(queue.popleft()[1])
         if queue:
             self._timer.arm(max(0.0, queue[0][0] - now), self._fire)
+
+
+def _ignore(key: int) -> None:
+    """What closed deadlines call: nothing is overdue on a closed connection."""
 
 
 def linger_close(transport: asyncio.Transport, timer: ConnectionTimer) -> bool:
