@@ -14,7 +14,7 @@ import sys
 import textwrap
 from typing import Any
 
-from ssegate.engine.collector import FullCollectionSchedule
+from ssegate.engine.collector import FreePagesReturn, FullCollectionSchedule
 
 MIB = 2**20
 
@@ -290,3 +290,40 @@ def test_a_cache_at_its_bound_leaves_no_young_generation_to_pile_up() -> None:
     assert _run(_BOUNDED_RING, "python") >= 200_000  # the whole ring, young again
     # the policy collects the young generations from the loop: what a few ms allocated
     assert _run(_BOUNDED_RING, "policy") < 60_000
+
+
+def test_free_pages_are_returned_once_connections_fell_by_enough_from_the_most_open() -> None:
+    pages = FreePagesReturn(after_closed=500)
+    assert not pages.due(1_000)
+    assert not pages.due(600)  # 400 closed: not yet
+    assert pages.due(500)  # 500 fewer than the most
+    assert not pages.due(100)  # counted again from 500
+    assert not pages.due(2_000)
+    assert pages.due(1_400)
+
+
+def test_connections_opening_or_closing_a_few_at_a_time_return_nothing() -> None:
+    pages = FreePagesReturn(after_closed=500)
+    assert not any(pages.due(n) for n in (10, 400, 100, 450, 0, 300, 200))
+
+
+def test_the_policy_asks_the_allocator_for_its_free_pages_after_a_mass_disconnect() -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, json
+        from ssegate.engine.collector import LongLivedObjects
+        from ssegate.telemetry.metrics import Metrics
+
+        loop = asyncio.new_event_loop()
+        metrics = Metrics()
+        policy = LongLivedObjects(loop, metrics, check_seconds=0.01)
+        def connections(delta):
+            metrics.gauge("ssegate.connections.active", "http0", delta)
+            loop.run_until_complete(asyncio.sleep(0.05))
+            return policy.pages_returned
+        returned = [connections(1_000), connections(-100), connections(-900), connections(0)]
+        policy.close()
+        print(json.dumps(returned))
+        """
+    )
+    assert _run(script) == [0, 0, 1, 1]

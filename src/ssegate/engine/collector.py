@@ -51,6 +51,13 @@ The policy here keeps what the collector is for, finding garbage cycles, without
   new connections fill), and any other garbage cycles show as growth once new connections take
   their place.
 
+- Pages freed by connections that closed go back to the system. Once the open connections
+  have fallen by :data:`RETURN_AFTER_CLOSED` from the most open since the last time, the C
+  allocator is asked to return its free pages (glibc's ``malloc_trim``, a fraction of a
+  millisecond at a hundred MiB): without it, buffers of clients dropped for not reading stayed
+  resident (1,000 of them: 2.8 MiB of the 10 MiB they took). The pages of Python's own
+  allocator go back as their arenas empty.
+
 Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``
 (label ``generation``). ``SSEGATE_GC=python`` keeps CPython's own schedule (for comparison, or
@@ -60,6 +67,7 @@ for code whose long-lived objects form garbage cycles often).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import logging
 import os
@@ -83,6 +91,8 @@ BOUNDED_CACHES = ("ssegate.kafka.cache.bytes",)
 """Gauges of bytes held by caches with a bound of their own, left out of the growth."""
 CONNECTIONS = "ssegate.connections.active"
 """The gauge of open connections, whose growth :class:`FullCollectionSchedule` accounts for."""
+RETURN_AFTER_CLOSED = 500
+"""Connections closed since the most open that make the C allocator return its free pages."""
 PAUSE_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0)
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -156,6 +166,36 @@ class FullCollectionSchedule:
         self.connections = self.most_connections = connections
 
 
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` (None with another C library)."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+    return trim
+
+
+_MALLOC_TRIM = _find_malloc_trim()
+
+
+@dataclass(slots=True)
+class FreePagesReturn:
+    """When the C allocator is asked to return its free pages: pure, given the connections open."""
+
+    after_closed: int = RETURN_AFTER_CLOSED
+    most: int = 0
+    """The most connections open at once since the last return (or start)."""
+
+    def due(self, connections: int) -> bool:
+        """Whether ``connections`` open now is ``after_closed`` fewer than the most since the
+        last return; if so, the most starts again from now."""
+        self.most = max(self.most, connections)
+        if self.most - connections < self.after_closed:
+            return False
+        self.most = connections
+        return True
+
+
 def resident_bytes() -> int:
     """This process's resident set, from ``/proc/self/statm`` (0 where it cannot be read)."""
     try:
@@ -188,6 +228,9 @@ class LongLivedObjects:
         self._timer: asyncio.TimerHandle | None = None
         self._young_timer: asyncio.TimerHandle | None = None
         self.full_collections = 0
+        self.free_pages = FreePagesReturn()
+        self.pages_returned = 0
+        """Times the C allocator was asked to return its free pages."""
         gc.collect()  # what start-up left behind, then the rest never walked again
         gc.freeze()
         self.schedule = schedule or FullCollectionSchedule(
@@ -252,9 +295,25 @@ class LongLivedObjects:
 
     def _check(self) -> None:
         self._timer = self._loop.call_later(self._check_seconds, self._check)
-        reason = self.schedule.due(self._unbounded(), time.monotonic(), self._connections())
+        connections = self._connections()
+        reason = self.schedule.due(self._unbounded(), time.monotonic(), connections)
         if reason is not None:
             self.collect_fully(reason)
+        if self.free_pages.due(connections):
+            self._return_free_pages(connections)
+
+    def _return_free_pages(self, connections: int) -> None:
+        """Connections closed in number: the C allocator gives back the pages they freed."""
+        if _MALLOC_TRIM is None:
+            return
+        before = self._resident()
+        started = time.perf_counter()
+        _MALLOC_TRIM(0)
+        pause = time.perf_counter() - started
+        self.pages_returned += 1
+        log.event("gateway.free_pages_returned", level=logging.DEBUG, connections=connections,
+                  pause_ms=round(pause * 1000, 2),
+                  returned_mib=round((before - self._resident()) / 2**20, 1))  # fmt: skip
 
     def _collect_young(self) -> None:
         self._young_timer = self._loop.call_later(self._young_seconds, self._collect_young)
