@@ -31,5 +31,9 @@ def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothin
     for phase in run["phases"].values():
         assert phase["received"] > 0 and phase["latency_ms"]["p99"] is not None
         assert phase["load_cpu_share"] >= 0 and phase["gateway_cpu_share"] > 0
+        timeline = phase["timeline"]  # when in the phase each event came, half a second a point
+        assert sum(point["events"] for point in timeline) == phase["received"]
+        assert [point["t"] for point in timeline] == sorted({point["t"] for point in timeline})
+        assert all(point["p99_ms"] <= point["max_ms"] for point in timeline)
     assert run["rss_mib"]["after"] > 0 and run["p99_ratio"] is not None
     assert result["summary"]["runs"] == 1

@@ -8,7 +8,9 @@ a pipe, so the gateway under measurement shares neither its event loop nor its m
   event's offset (the next offset minus one), so each reader knows exactly which offsets it got
   and how often, and the run can say how many it lost and how many came twice. Each event's
   latency is its receipt time against the producer's stamp (``"t":<monotonic_ns>``), into the
-  histogram of the current phase; :meth:`StallLoad.report` closes a phase and starts the next.
+  histogram of the current phase and into the histogram of its :data:`SLOT_SECONDS` slot of
+  the phase (the timeline shows when in a phase the tail comes); :meth:`StallLoad.report`
+  closes a phase and starts the next.
 - **stalled clients** (:meth:`StallLoad.stall`) connect with a small ``SO_RCVBUF``, send their
   request and never read. Each is registered in an ``epoll`` set for ``EPOLLRDHUP`` alone (an
   error and a hang-up are always reported), which the loop watches: nothing is read while the
@@ -35,6 +37,8 @@ from ssegate_lab.bench.latency import LatencyHistogram
 
 STAMPED_EVENT = re.compile(rb'id:([A-Za-z0-9_=-]+)\ndata:\{"t":(\d+),')
 """An sse-kafka event of the bench: its progress id and the producer's stamp."""
+SLOT_SECONDS = 0.5
+"""The span of one point of a phase's latency timeline, by receipt time."""
 READ_LIMIT = 16 << 20
 """What an ended stalled client reads at most to see how its connection ended."""
 
@@ -42,12 +46,30 @@ READ_LIMIT = 16 << 20
 class _Phase:
     """What the live readers received since the last report."""
 
-    __slots__ = ("bytes", "histogram", "received")
+    __slots__ = ("bytes", "histogram", "received", "slots", "started_ns")
 
     def __init__(self) -> None:
         self.histogram = LatencyHistogram()
         self.received = 0
         self.bytes = 0
+        self.started_ns = time.monotonic_ns()
+        self.slots: dict[int, LatencyHistogram] = {}
+
+    def slot(self, now_ns: int) -> LatencyHistogram:
+        """The histogram of the timeline point ``now_ns`` falls in."""
+        index = int((now_ns - self.started_ns) / 1e9 / SLOT_SECONDS)
+        histogram = self.slots.get(index)
+        if histogram is None:
+            histogram = self.slots[index] = LatencyHistogram()
+        return histogram
+
+    def timeline(self) -> list[dict[str, float | int | None]]:
+        """Per slot, from the phase's start: its start (s), events, p99 and max (ms)."""
+        return [
+            {"t": round(index * SLOT_SECONDS, 1), "events": histogram.total,
+             "p99_ms": histogram.percentile_ms(0.99), "max_ms": histogram.max_ms()}
+            for index, histogram in sorted(self.slots.items())
+        ]  # fmt: skip
 
 
 class _Offsets:
@@ -89,6 +111,7 @@ class _LiveReader(EventStreamReader):
         now = time.monotonic_ns()
         offset_of = self._load.offsets.of
         record = phase.histogram.record
+        record_in_slot = phase.slot(now).record
         seen = self.seen
         found = 0
         for match in STAMPED_EVENT.finditer(buffer, 0, end):
@@ -99,7 +122,9 @@ class _LiveReader(EventStreamReader):
             if offset >= len(seen):
                 seen.extend(bytes(offset + 4096 - len(seen)))
             seen[offset] = min(255, seen[offset] + 1)
-            record((now - int(match[2])) // 1000)
+            micros = (now - int(match[2])) // 1000
+            record(micros)
+            record_in_slot(micros)
             found += 1
         phase.received += found
 
@@ -169,6 +194,7 @@ class _Load:
             "bytes": phase.bytes,
             "latency_ms": phase.histogram.summary(),
             "histogram_us": phase.histogram.to_sparse(),
+            "timeline": phase.timeline(),
             "cpu_seconds": round(cpu_used, 3),
         }
 
