@@ -114,7 +114,7 @@ class TopicSubscription(Protocol):
     def carry(self, streams: int) -> None:
         """The listener writes each batch to ``streams`` downstream streams (1 unless told;
         a stream whose client stopped reading, written once per sweep tick, is not counted):
-        the source counts each as a subscriber (its fan-out, and its linger, grow with them)."""
+        the source counts each as a subscriber."""
 
 
 class TopicSource(Protocol):

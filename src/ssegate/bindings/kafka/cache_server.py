@@ -16,6 +16,9 @@ Design:
   line ``kafka.fanout_behind``). On the loop a batch is appended to the partition's cache and
   handed to the live subscribers (:mod:`~.topic_feed`): the same list to each one without
   filters, and to each filtered one only the messages its interest may want, or nothing.
+  The loop time that takes sets how long the thread gathers records before its next batch
+  (:mod:`~.fanout_pace`): a costly fan-out gets fewer, larger batches, a cheap one each record
+  at once.
 - **Cache.** Per partition, bounded by ``cache.max-bytes`` (per topic, split evenly over its
   partitions) and ``cache.max-age``; compacted topics (``cleanup.policy`` read with the admin
   API) keep the latest value per key (:mod:`~.partition_cache`).
@@ -64,6 +67,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ssegate.bindings.kafka.client import KafkaClient
+from ssegate.bindings.kafka.fanout_pace import FanoutPace
 from ssegate.bindings.kafka.fetch_events import (
     BrokerStatus,
     CatchUp,
@@ -94,27 +98,8 @@ from ssegate.telemetry import log
 from ssegate.telemetry.metrics import LAG_BUCKETS, Metrics
 
 NEGATIVE_LOOKUP_SECONDS = 1.0
-FANOUT_WRITES_PER_SECOND = 50_000
-"""The write rate a fan-out aims to stay under: fetched batches are at least
-``subscribers / FANOUT_WRITES_PER_SECOND`` seconds apart (20 ms at 1,000 subscribers), so each
-subscriber gets at most one write per linger however high the message rate."""
 REPEATS_LOGGED = 20
 """The offsets of at most this many of a batch's repeats go in its log line."""
-FANOUT_LINGER_MAX = 0.02
-"""The longest a fetched batch waits for more records, whatever the subscriber count."""
-
-
-def fanout_linger(subscribers: int) -> float:
-    """How far apart fetched batches are at least (a record arriving sooner after the previous
-    batch gathers more until then: :func:`~.fetcher.gather_for`).
-
-    A fan-out pays one write per subscriber per batch, so the linger grows with the
-    subscribers: none for one, 2 ms for a hundred, capped at
-    :data:`FANOUT_LINGER_MAX`.
-    """
-    if subscribers <= 1:
-        return 0.0
-    return min(FANOUT_LINGER_MAX, subscribers / FANOUT_WRITES_PER_SECOND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +133,7 @@ class KafkaCacheServer:
         self.bounds = bounds or CacheBounds()
         self.metrics = metrics or Metrics()
         self._checks: dict[str, MessageCheck] = dict(checks or {})
-        self._subscribers = 0
+        self._pace = FanoutPace()
         self._handover = Handover(
             self._schedule_from_thread, self._on_events, on_stall=self._on_stall
         )
@@ -281,8 +266,6 @@ class KafkaCacheServer:
 
     def _count_subscribers(self, topic: str, delta: int) -> None:
         self.metrics.gauge("ssegate.kafka.subscribers", self.name, float(delta), topic=topic)
-        self._subscribers += delta
-        self._fetcher.linger = fanout_linger(self._subscribers)
 
     # -- events from the fetch thread ----------------------------------------------------------
 
@@ -316,11 +299,14 @@ class KafkaCacheServer:
             return
         if joined:
             self.metrics.inc("ssegate.kafka.fetch.batches_joined", self.name, joined)
+        handed_over = 0.0
         for event in events:
             if isinstance(event, Fetched):
                 feed = self._feeds.get(event.topic)
                 if feed is not None:
+                    started = time.perf_counter()
                     feed.on_fetched(event)
+                    handed_over += time.perf_counter() - started
                     if not event.catch_up and event.messages:
                         self._observe_lag(event)
             elif isinstance(event, TopicStarted):
@@ -352,6 +338,8 @@ class KafkaCacheServer:
                 self._warned_missing.add(event.topic)
                 log.warning("kafka.topic_missing", binding=self.name, topic=event.topic,
                             reason=event.reason)  # fmt: skip
+        if handed_over:
+            self._fetcher.linger = self._pace.observe(handed_over)
 
     def _on_started(self, event: TopicStarted) -> None:
         self.metrics.inc(

@@ -27,7 +27,7 @@ Rules:
 - ``ssegate.sse_kafka.cohort.streams`` (a gauge, per sse-kafka binding) says how many streams
   cohorts write; the others are written alone.
 - The leader's subscription carries its members (``TopicSubscription.carry``), so the cache
-  server's subscriber count, and the fan-out linger it sets from it, count every stream.
+  server's subscriber count (``ssegate.kafka.subscribers``) counts every stream.
 
 Cohorts need a running event loop (they join in a callback of their own); without one every
 subscriber stays alone.
