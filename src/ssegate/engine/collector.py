@@ -50,13 +50,12 @@ The policy here keeps what the collector is for, finding garbage cycles, without
   held is freed at once, above; what is left of it are holes in the allocator's arenas, which
   new connections fill), and any other garbage cycles show as growth once new connections take
   their place.
-
 - Pages freed by connections that closed go back to the system. Once the open connections
   have fallen by :data:`RETURN_AFTER_CLOSED` from the most open since the last time, the C
   allocator is asked to return its free pages (glibc's ``malloc_trim``, a fraction of a
-  millisecond at a hundred MiB): without it, buffers of clients dropped for not reading stayed
-  resident (1,000 of them: 2.8 MiB of the 10 MiB they took). The pages of Python's own
-  allocator go back as their arenas empty.
+  millisecond at a hundred MiB): without it, what clients dropped for not reading had freed
+  stayed resident (1,000 of them: it returned about 1.3 MiB of the 10.6 MiB they left). The
+  pages of Python's own allocator go back as their arenas empty.
 
 Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``
