@@ -17,7 +17,7 @@ def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothin
 ) -> None:
     result = run_stalled(
         40, rate=400.0, live=4, duration=2.0, warmup=2.0, repeat=1, slow_client_timeout=2.0,
-        broker_info=kafka_broker,
+        after=3.0, broker_info=kafka_broker,
     )  # fmt: skip
     [run] = result["runs"]
     stalled = run["stalled_clients"]
@@ -36,4 +36,7 @@ def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothin
         assert [point["t"] for point in timeline] == sorted({point["t"] for point in timeline})
         assert all(point["p99_ms"] <= point["max_ms"] for point in timeline)
     assert run["rss_mib"]["after"] > 0 and run["p99_ratio"] is not None
+    assert run["phases"]["after"]["seconds"] >= 3.0  # its own length, not the baseline's
+    [point] = run["rss_mib"]["after_timeline"]  # one sample, at the phase's end
+    assert 3.0 <= point["t"] < 3.5 and point["mib"] > 0
     assert result["summary"]["runs"] == 1

@@ -224,6 +224,10 @@ def add_bench_parser(commands: Any) -> None:
     stalled.add_argument(
         "--slow-client-timeout", type=float, default=10.0, help="the sse server's option"
     )
+    stalled.add_argument(
+        "--after", type=float, default=None,
+        help="seconds of the after phase, RSS recorded every 10 s (default: --duration)",
+    )  # fmt: skip
     stalled.add_argument("--repeat", type=int, default=3, help="runs; medians kept")
     stalled.add_argument("--out", type=Path, default=None)
     stalled.set_defaults(func=_stalled)
@@ -448,11 +452,13 @@ def _stalled(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         warmup=args.warmup,
         slow_client_timeout=args.slow_client_timeout,
+        after=args.after,
         progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
     results["command"] = "ssegate bench stalled " + " ".join(
         f"--{name.replace('_', '-')} {getattr(args, name)}"
-        for name in ("stalled", "rate", "live", "duration", "size", "warmup", "repeat")
+        for name in ("stalled", "rate", "live", "duration", "size", "warmup", "repeat", "after")
+        if getattr(args, name) is not None
     )
     return _write(results, args.out)
 

@@ -13,7 +13,9 @@ Per run, on a fresh topic and a fresh gateway:
    The phase lasts until each has seen its connection end, or until :func:`end_bound` plus
    :data:`~ssegate_lab.bench.stalled_report.END_MARGIN` seconds have passed; then the gateway's
    ``ssegate.sse.slow_clients`` count is read from its Prometheus endpoint;
-3. **after**: ``duration`` seconds more once they are gone; the gateway's RSS at its end.
+3. **after**: ``after`` seconds more once they are gone (``duration`` unless told); the
+   gateway's RSS every :data:`RSS_AFTER_EVERY` seconds and at its end, which the RSS verdict
+   takes.
 
 Then the producer stops and, after a drain, each live reader's event ids are tallied against
 every offset produced. Per phase: the live readers' latency (produce → receipt), and the CPU of
@@ -53,6 +55,8 @@ GONE_SECONDS = 1.0
 DRAIN_SECONDS = 3.0
 CACHE_MAX_BYTES = 2 * 1024 * 1024
 RSS_EVERY = 0.5
+RSS_AFTER_EVERY = 10.0
+"""How often the after phase records the gateway's RSS (memory may come back over time)."""
 SLOW_CLIENTS = re.compile(r'^ssegate_sse_slow_clients_total\{[^}]*reason="(\w+)"[^}]*\} (\S+)$')
 
 
@@ -64,6 +68,7 @@ def run_stalled(
     duration: float = 30.0,
     size: int = 100,
     repeat: int = 3,
+    after: float | None = None,
     warmup: float = WARMUP_SECONDS,
     slow_client_timeout: float = 10.0,
     rcvbuf: int = 4096,
@@ -78,6 +83,7 @@ def run_stalled(
         "rate": rate,
         "live": live,
         "duration_s": duration,
+        "after_s": duration if after is None else after,
         "warmup_s": warmup,
         "value_bytes": size,
         "repeat": repeat,
@@ -103,7 +109,7 @@ def run_stalled(
                 meter = _Meter(gateway.pid, load.pid, broker.pid)
                 rig = _Rig(gateway, load, meter, metrics_port, broker.bootstrap, topic)
                 run = rig.run(stalled, rate, live, duration, size, slow_client_timeout, rcvbuf,
-                              warmup)  # fmt: skip
+                              warmup, results["after_s"])  # fmt: skip
             results["runs"].append(run)
             print(json.dumps(_brief(run)), flush=True)
             if progress is not None:
@@ -227,7 +233,7 @@ class _Rig:
 
     def run(
         self, stalled: int, rate: float, live: int, duration: float, size: int,
-        timeout: float, rcvbuf: int, warmup: float,
+        timeout: float, rcvbuf: int, warmup: float, after_seconds: float,
     ) -> dict[str, Any]:  # fmt: skip
         load, gateway, meter = self.load, self.gateway, self.meter
         opened = load.open_live(live)
@@ -255,7 +261,7 @@ class _Rig:
             rss_peak = peak.stop()
 
             mark = meter.mark()
-            time.sleep(duration)
+            rss_timeline = self._rss_every(after_seconds)
             after = {**load.report(), **meter.shares(mark)}
             rss_after = gateway.sample().rss_bytes
         finally:
@@ -278,12 +284,23 @@ class _Rig:
                 "baseline_end": _mib(rss_baseline),
                 "peak": _mib(rss_peak),
                 "after": _mib(rss_after),
+                "after_timeline": rss_timeline,
             },
             "p99_ratio": ratio(during["latency_ms"]["p99"], baseline["latency_ms"]["p99"]),
             "rss_ratio": ratio(rss_after, rss_baseline),
         }
         run["verdicts"] = verdicts(run)
         return run
+
+    def _rss_every(self, seconds: float) -> list[dict[str, float]]:
+        """Sleep ``seconds``, recording the gateway's RSS (MiB) every :data:`RSS_AFTER_EVERY`."""
+        started = time.monotonic()
+        timeline = []
+        while (left := started + seconds - time.monotonic()) > 0:
+            time.sleep(min(RSS_AFTER_EVERY, left))
+            elapsed = round(time.monotonic() - started, 1)
+            timeline.append({"t": elapsed, "mib": _mib(self.gateway.sample().rss_bytes)})
+        return timeline
 
     def _until_all_ended(self, within: float) -> dict[str, Any]:
         """The stalled clients' status once every one has ended, or ``within`` s from now."""
