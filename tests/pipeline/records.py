@@ -30,7 +30,10 @@ def reading(device: str | None, tenant: str, temperature: Any, second: float) ->
 
 
 def produce(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    """``values`` in order (idempotent: a retried request cannot reorder them)."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True}
+    )
     for value in values:
         producer.produce(topic, value, key=b"raw")
     if producer.flush(30) != 0:

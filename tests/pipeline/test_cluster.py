@@ -134,8 +134,13 @@ def test_spark_status_names_the_master_and_its_workers_and_fails_without_a_clust
 
 def produce_readings(bootstrap: str, topic: str, seqs: range) -> None:
     """Reading ``seq`` of device ``d<seq mod 4>`` at ``START + seq/10`` s, alternating between
-    the topic's two partitions."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    the topic's two partitions, in order in each: idempotent, so that a retried request (a
+    topic just created answers the first ones with a retriable error) cannot put earlier
+    readings after later ones. Out of order, they would be older than the 1 s watermark and
+    dropped from the windows, as every late reading is."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )
     for seq in seqs:
         ts = START + timedelta(seconds=seq * EVENT_SECONDS_PER_RECORD)
         value = {"device": f"d{seq % 4}", "seq": seq, "ts": ts.isoformat()}
