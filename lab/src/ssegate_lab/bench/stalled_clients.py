@@ -64,11 +64,13 @@ class _Phase:
         return histogram
 
     def timeline(self) -> list[dict[str, float | int | None]]:
-        """Per slot, from the phase's start: its start (s), events, p99 and max (ms)."""
+        """Per slot that received events, from the phase's start: its start (s), events, p99
+        and max (ms). A read of blocks without a stamped event (a keep-alive) counts nowhere."""
         return [
             {"t": round(index * SLOT_SECONDS, 1), "events": histogram.total,
              "p99_ms": histogram.percentile_ms(0.99), "max_ms": histogram.max_ms()}
             for index, histogram in sorted(self.slots.items())
+            if histogram.total
         ]  # fmt: skip
 
 
