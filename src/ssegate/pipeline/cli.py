@@ -77,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     from pyspark.errors import PySparkException
 
     from ssegate.pipeline.job import Trigger, batch_interval, start_pipeline
+    from ssegate.pipeline.progress import CHECK_SECONDS, LateRows
     from ssegate.pipeline.session import spark_session
 
     pipeline = load_pipeline(args.config)
@@ -95,9 +96,14 @@ def _run(args: argparse.Namespace) -> int:
         stopping.set()
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    late = LateRows()
+    check_at = time.monotonic() + CHECK_SECONDS
     try:
         while not stopping.is_set() and any(q.isActive for q in queries):
             stopping.wait(0.5)
+            if time.monotonic() >= check_at:
+                late.check(queries)
+                check_at = time.monotonic() + CHECK_SECONDS
         status = 0
         for query in queries:
             failure = query.exception() if not query.isActive else None
@@ -114,6 +120,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         print(f"ssegate: pipeline {pipeline.name} stopping", flush=True)
         stop_between_batches(queries, batch_interval(pipeline, trigger))
+        late.check(queries)
+        late.log_totals()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         event("pipeline.stopped", pipeline=pipeline.name, status=status)
