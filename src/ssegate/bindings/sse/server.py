@@ -43,8 +43,8 @@ client over the mark sets a timer for the end of its timeout, so the drop comes 
 the first sweep after it (up to a tick later). While a client is over the mark what is written
 to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a group of streams keeps one log
 for all its held members), and sent as one write once the client is back at the mark: a client
-that reads nothing costs no ``send()``, and its source is told (:meth:`Subscription.pace`), so
-that it need not space its batches for it. What is kept counts
+that reads nothing costs no ``send()``, and its source is told (:meth:`Subscription.pace`): the
+Kafka cache server leaves it out of ``ssegate.kafka.subscribers``. What is kept counts
 toward ``max-buffered`` (checked on every write to the stream, and on every sweep). Dropping is
 abortive (:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
 ``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone is over

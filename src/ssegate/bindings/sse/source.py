@@ -109,8 +109,9 @@ class Subscription(Protocol):
 
     def pace(self, stalled: bool) -> None:
         """The client stopped reading (``True``): until it reads again (``False``) its stream
-        takes what is written in one write per sweep tick, so a source that spaces its writes
-        by the streams it serves need not count this one."""
+        takes what is written in one write per sweep tick, so a source that counts the streams
+        it writes (the Kafka cache server's ``ssegate.kafka.subscribers``) need not count this
+        one."""
 
 
 @runtime_checkable
