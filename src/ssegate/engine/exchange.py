@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl
 
+from ssegate.engine.conforms import conforms
+
 if TYPE_CHECKING:
     from ssegate.guards.guard import Guard
     from ssegate.guards.identity import Authorization
@@ -104,7 +106,7 @@ class DirectSocket:
         if transport.is_closing() or transport.get_extra_info("ssl_object") is not None:
             return None
         sock = transport.get_extra_info("socket")
-        fd = sock.fileno() if isinstance(sock, Descriptor) else -1
+        fd = sock.fileno() if conforms(sock, Descriptor) else -1
         if not isinstance(fd, int) or fd < 0:
             return None
         # uvloop's transports implement asyncio.Transport without subclassing it.

@@ -22,6 +22,8 @@ import socket
 import struct
 from typing import Protocol, runtime_checkable
 
+from ssegate.engine.conforms import conforms
+
 SIOCOUTQNSD = 0x894B
 """Linux: bytes in a socket's send queue not yet sent (``linux/sockios.h``)."""
 
@@ -40,7 +42,7 @@ class _Socket(Protocol):
 
 def _socket(transport: asyncio.BaseTransport) -> _Socket | None:
     sock = transport.get_extra_info("socket")
-    return sock if isinstance(sock, _Socket) else None
+    return sock if conforms(sock, _Socket) else None
 
 
 def socket_fd(transport: asyncio.BaseTransport) -> int:
