@@ -53,6 +53,7 @@ from ssegate.engine.exchange import (
     ResponseStream,
     simple_response,
 )
+from ssegate.engine.turns import TurnBudget, shared_turns
 from ssegate.guards import (
     CredentialsRejected,
     Guard,
@@ -176,8 +177,11 @@ class HttpServer:
         requests: RequestRules | None = None,
         overrides: HeaderOverrides | None = None,
         guards: dict[str, Guard] | None = None,
+        turns: TurnBudget | None = None,
     ) -> None:
         self.name = name
+        self.turns = turns or shared_turns()
+        """The loop turn's budget for new requests, shared by the process's servers."""
         self.authorization = authorization or []
         self.guards = {**(guards or {}), **{e.name: e.guard for e in self.authorization}}
         """The built guards of ``options.authorization`` and of the routes, by name."""
@@ -211,10 +215,20 @@ class HttpServer:
         self.connections.close_all()
 
     def dispatch(self, request: Request, body: bytes, stream: ResponseStream) -> None:
-        """Answer one request; never raises (an unexpected exception is a 500 and a log line)."""
+        """Answer one request, within the loop turn's budget for new requests or in a later
+        turn (:mod:`ssegate.engine.turns`); never raises (an unexpected exception is a 500 and
+        a log line). A request whose stream closed while it waited is not answered."""
         observed = ObservedStream(stream, request, self.access)
         self._measure(request, body, observed)
-        self._answer_safely(request, observed, lambda: self._decide(request, body, observed))
+
+        def answer() -> None:
+            if not observed.closed:
+                self._answer_safely(
+                    request, observed, lambda: self._decide(request, body, observed)
+                )
+
+        if not self.turns.run(answer):
+            self.metrics.inc("ssegate.http.requests.deferred", self.name)
 
     def _decide(self, request: Request, body: bytes, observed: ObservedStream) -> None:
         preflight = self.access.preflight(request)

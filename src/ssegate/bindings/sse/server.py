@@ -71,6 +71,7 @@ from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
 from ssegate.engine.exchange import DirectSocket, Request, ResponseStream, simple_response
+from ssegate.engine.turns import TurnBudget, shared_turns
 from ssegate.guards import Guard, Identity, answer_refusal
 from ssegate.guards.guard import keep_authorized
 from ssegate.guards.guarded import Guarded
@@ -506,6 +507,10 @@ class DownstreamStream:
 
     def _stall_ends(self, timeout: float) -> None:
         self._stall_timer = None
+        # A crowd that stalled together times out together: dropped over several loop turns.
+        self._server.turns.run(lambda: self._stall_is_up(timeout))
+
+    def _stall_is_up(self, timeout: float) -> None:
         stalled_since = self.stalled_since
         if self._state == _CLOSED or stalled_since is None:
             return
@@ -565,6 +570,7 @@ class SseServer:
         checks: list[tuple[Pattern, ContentCheck]] | None = None,
         sweep: StreamSweep | None = None,
         guards: dict[str, Guard] | None = None,
+        turns: TurnBudget | None = None,
     ) -> None:
         self.name = name
         self.guards = guards or {}
@@ -579,6 +585,8 @@ class SseServer:
         self.checks = checks or []
         """``requests[].content``: the check of the first entry whose path matches."""
         self.sweep = sweep if sweep is not None else shared_sweep()
+        self.turns = turns or shared_turns()
+        """The loop turn's budget for deferrable work: slow clients' drops at their timeout."""
         preamble = b""
         if retry is not None:
             preamble += encode_retry(retry)
