@@ -49,6 +49,7 @@ COHORT = 'ssegate_sse_kafka_cohort_streams{binding="north_sse_kafka_mapping"}'
 SLOW = 'ssegate_sse_slow_clients_total{binding="north_sse_tight",reason="bytes"}'
 DROPPED = 'ssegate_sse_kafka_dropped_subscribers_total{binding="north_sse_kafka_mapping"}'
 DIRECT = 'ssegate_sse_stream_data_direct_total{binding="north_sse_server"}'
+SUBSCRIBERS = 'ssegate_kafka_subscribers{{binding="south_kafka_cache_server",topic="{topic}"}}'
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def gateway(
     if request.param == "native" and fanout.NATIVE is None:
         pytest.skip("the C extension is not built (pip install -e . builds it; ./run does)")
     admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
-    topics = {"fanout": (PARTITIONS,), "stalled": (STALLED_PARTITIONS,)}
+    topics = {"fanout": (PARTITIONS,), "stalled": (STALLED_PARTITIONS,), "window": (1,)}
     names = {role: f"{role}-{uuid.uuid4().hex[:8]}" for role in topics}
     futures = admin.create_topics([NewTopic(names[role], topics[role][0], 1) for role in topics])
     for future in futures.values():
@@ -306,3 +307,57 @@ def test_a_stream_that_never_reads_is_buffered_then_dropped_as_a_slow_client(
                 await reader.close()
 
     run(scenario, timeout=110)
+
+
+def dechunk(data: bytes) -> bytes:
+    """The body of an HTTP/1.1 chunked response (head included in ``data``) received so far."""
+    body, rest = b"", data.split(b"\r\n\r\n", 1)[1]
+    while b"\r\n" in rest:
+        size_line, after = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        if len(after) < size + 2:
+            break
+        body, rest = body + after[:size], after[size + 2 :]
+    return body
+
+
+def test_a_client_whose_window_shuts_is_held_at_once_and_sent_everything_once_it_reads(
+    gateway: Gateway,
+) -> None:
+    """A client that stops reading (a 4 KiB receive buffer) and one that reads, on one topic.
+    40 messages of 1 KB are far under the 64 KiB stall mark, but past the client's window and
+    the few KiB its socket's kernel takes unsent (``SEND_LOW_WATER``): the group write that the
+    kernel refuses holds the stream at once, and the Kafka cache server counts one subscriber
+    less. Once the client reads, it gets every event, in order, once, and counts again."""
+    topic = gateway.topics["window"]
+    subscribers = SUBSCRIBERS.format(topic=topic)
+    values = [(0, b"%d:" % i + b"x" * 1000) for i in range(40)]
+
+    async def scenario() -> None:
+        request = f"GET /{topic} HTTP/1.1\r\nhost: localhost\r\n\r\n".encode()
+        deaf = await deaf_client(gateway.port, request)
+        reader = await Stream.open(gateway, f"/{topic}")
+        loop = asyncio.get_running_loop()
+        try:
+            await gateway.until_metric(subscribers, 2)
+            await loop.run_in_executor(None, produce, gateway.bootstrap, topic, values)
+            await until(lambda: len(reader.events) >= len(values))
+            await gateway.until_metric(subscribers, 1, within=5)  # held: its window is shut
+            received = b""
+            events: list[SseEvent] = []
+            deadline = time.monotonic() + 20
+            while len(events) < len(values):  # the client reads now
+                assert time.monotonic() < deadline, f"{len(events)} events read"
+                with contextlib.suppress(BlockingIOError):
+                    received += deaf.recv(65536)
+                parsed = SseParser().feed(dechunk(received))
+                events = [e for e in parsed if isinstance(e, SseEvent)]
+                await asyncio.sleep(0.01)
+            assert [e.data.encode() for e in events] == [value for _, value in values]
+            assert [e.id for e in events] == [e.id for e in reader.events]
+            await gateway.until_metric(subscribers, 2)  # it reads: written with the others
+        finally:
+            deaf.close()
+            await reader.close()
+
+    run(scenario, timeout=60)

@@ -212,6 +212,27 @@ def test_what_a_short_send_left_is_queued_after_it(writer: FdWriter) -> None:
     assert not group.streams[1].aborted
 
 
+def test_a_short_send_holds_its_stream_at_once_without_waiting_for_a_sweep(
+    writer: FdWriter,
+) -> None:
+    group = group_of([10, 11])
+    writer.takes[11] = -errno.EAGAIN  # its kernel refused: the client's window is shut
+    group.sinks.write_encoded(EVENT)
+    held = list(group.sinks._held)
+    assert len(held) == 1 and held[0].direct_socket() is group.streams[1].direct_socket()
+    group.streams[1].transport.buffered.clear()  # even once the transport is empty
+    group.streams[1].in_kernel = 9 * 1024  # but the kernel still holds what it took
+    group.sinks.write_encoded(EVENT)
+    assert writer.calls[-1] == (chunk(EVENT), [10])  # no send to the held one
+    assert group.sinks._log.entries == 1
+    group.streams[1].in_kernel = 0  # it read
+    group.sweep.sweep()
+    assert bytes(group.streams[1].transport.buffered) == chunk(EVENT)
+    group.streams[1].transport.buffered.clear()
+    group.sinks.write_encoded(EVENT)
+    assert writer.calls[-1] == (chunk(EVENT), [10, 11])
+
+
 def test_a_stream_left_over_max_buffered_by_a_short_send_is_dropped_and_reported(
     writer: FdWriter,
 ) -> None:

@@ -12,8 +12,10 @@ from tests.support.guards import TableGuard
 from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.sse.server import (
+    RESUME_MARK,
     SLICE_BUDGET,
     SWEEP_SLICES,
+    DownstreamStream,
     SseRoute,
     SseServer,
     StreamSweep,
@@ -463,12 +465,12 @@ def test_a_client_that_reads_again_before_its_timeout_is_not_dropped_by_the_time
     assert asyncio.run(scenario()) is None
 
 
-def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
+def test_draining_to_the_resume_mark_restarts_the_slow_client_clock() -> None:
     sweep, stream, sink, _ = slow_client_server(timeout=10)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("x")
     sweep.sweep(100.0)
-    stream.in_kernel = 64 * 1024
+    stream.in_kernel = RESUME_MARK
     sweep.sweep(105.0)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("y")
@@ -499,12 +501,52 @@ def test_a_stalled_client_is_sent_nothing_until_it_reads_again_then_all_in_one_w
     sweep.sweep(102.0)  # still stalled: still kept, and no keep-alive either
     assert writes == []
     assert server.metrics.counter("stream.data.sent", "s") == sent  # counted once sent
-    stream.in_kernel = 64 * 1024  # the client read: back at the mark
+    stream.in_kernel = RESUME_MARK  # the client read: down to where a write is taken again
     sweep.sweep(103.0)
     assert writes == [b"id:2\ndata:b\n\nid:3\ndata:c\n\n"]
     assert server.metrics.counter("stream.data.sent", "s") == sent + len(writes[0])
     sink.event("d", id="4")  # written at once again
     assert writes[-1] == b"id:4\ndata:d\n\n"
+
+
+def test_a_stalled_client_under_the_stall_mark_but_over_the_resume_mark_stays_held() -> None:
+    sweep, stream, sink, server = slow_client_server(timeout=10)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a", id="1")
+    sweep.sweep(100.0)
+    stream.in_kernel = RESUME_MARK + 1  # it read some, not enough for the kernel to take more
+    sink.event("b", id="2")
+    sweep.sweep(105.0)
+    assert not stream.body.endswith(b"id:2\ndata:b\n\n")
+    sweep.sweep(110.0)  # the stall's clock ran on: dropped for time
+    assert stream.aborted_over is not None
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time") == 1
+
+
+def test_a_refused_direct_write_holds_the_client_at_once_and_starts_its_clock() -> None:
+    sweep, stream, sink, server = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    sink.event("a", id="1")
+    stream.in_kernel = RESUME_MARK + 1
+    sink.refused()  # the kernel took part of a write: nothing swept yet
+    assert sink.held and sink.stalled_since == 100.0
+    sink.event("b", id="2")
+    assert not stream.body.endswith(b"id:2\ndata:b\n\n")
+    sweep.sweep(109.9)
+    assert stream.aborted_over is None
+    sweep.sweep(110.0)
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time") == 1
+
+
+def test_a_refused_client_that_reads_again_is_sent_what_was_held_at_the_next_sweep() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    sink.refused()
+    sink.event("a", id="1")
+    stream.in_kernel = 0
+    sweep.sweep(100.5)
+    assert not sink.held and sink.stalled_since is None
+    assert stream.body.endswith(b"id:1\ndata:a\n\n")
 
 
 def test_a_stalled_client_tells_its_source_and_is_written_at_once_when_it_reads_again() -> None:

@@ -133,13 +133,20 @@ class Http1ResponseStream(ResponseStreamBase["Http1Protocol"]):
     def direct_socket(self) -> DirectSocket | None:
         """The connection's socket while this response streams chunked over cleartext TCP:
         a group write (:mod:`ssegate.bindings.sse.fanout`) may send it whole chunks itself. The
-        same one each time, so what was sent through it adds up."""
+        same one each time, so what was sent through it adds up. Its kernel takes only
+        :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent from then on, so that a
+        send that a client's shut window refuses says so at once, and its transport's
+        high-water mark is 0, so that the response's drain callbacks run as soon as what was
+        refused has gone out."""
         transport = self._connection._transport
         if not self._chunked or self._ended or self._closed or transport is None:
             return None
         direct = self._direct
         if direct is None or direct.transport is not transport:
             direct = self._direct = DirectSocket.of(transport)
+            if direct is not None:
+                send_queue.limit_unsent(transport)
+                transport.set_write_buffer_limits(high=0)
         return direct
 
     # -- written through the connection -------------------------------------------------------

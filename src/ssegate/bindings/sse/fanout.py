@@ -21,8 +21,10 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
   ``stream.data.sent`` and in ``ssegate.sse.stream.data.direct`` (the part sent past the
   streams: one increment each per group write, not per stream), and in the response's size.
-- A member whose client reads nothing (over the stall mark at a sweep) is held
-  (:mod:`ssegate.bindings.sse.hold`): it leaves the members written, and each write is appended
+- A member whose client reads nothing is held (:mod:`ssegate.bindings.sse.hold`): at once
+  when its direct send is refused (its kernel holds its low-water mark unsent:
+  :meth:`~ssegate.bindings.sse.server.DownstreamStream.refused`), or when a sweep finds it over
+  the stall mark. It leaves the members written, and each write is appended
   once to the group's shared log for all the held members, until a member's client reads again
   (it is sent what the log kept for it, and written with the others again) or it is dropped.
 - The slow-client byte bound holds as for a stream alone: a member whose connection holds more
@@ -207,7 +209,8 @@ class SinkGroup(Generic[Owner]):
 
     @staticmethod
     def _check_behind(member: _Member[Owner], dropped: list[Owner]) -> None:
-        """A direct member's transport took what its send left: apply the byte bound."""
+        """A direct member's transport took what its send left: apply the byte bound, and
+        hold the stream from now on (its kernel refused: its client's window is shut)."""
         sink = member[3]
         assert sink is not None
         server = sink._server
@@ -215,6 +218,8 @@ class SinkGroup(Generic[Owner]):
         if buffered > server.max_buffered:
             sink._drop_slow("bytes", buffered)
             dropped.append(member[1])
+        else:
+            sink.refused()
 
     def _count_sent(self, direct: list[_Member[Owner]], size: int) -> None:
         servers = self._servers

@@ -1,10 +1,10 @@
 """What is written to a stream whose client reads nothing: kept, not sent (:class:`Hold`).
 
-A client over the stall mark (:data:`~ssegate.bindings.sse.server.STALL_MARK`) already has that
-much queued for it in the kernel: sending it more helps it nothing until it reads again, and
-costs the gateway a ``send()`` per write and kernel memory per byte. So its writes are kept in a
-hold, and sent as one write once its unsent bytes are back at the mark. What a hold keeps counts
-toward ``max-buffered``; a stream dropped as slow drops its hold unsent.
+A stalled client (:mod:`ssegate.bindings.sse.server`: its kernel refused a write, or it is over
+the stall mark) already has bytes queued for it in the kernel: sending it more helps it nothing
+until it reads again, and costs the gateway a ``send()`` per write and kernel memory per byte.
+So its writes are kept in a hold, and sent as one write once it reads again. What a hold keeps
+counts toward ``max-buffered``; a stream dropped as slow drops its hold unsent.
 
 Streams written the same bytes (:class:`~ssegate.bindings.sse.fanout.SinkGroup`) share one
 :class:`SharedLog`: a write is appended to it once, however many of the group's streams are held,

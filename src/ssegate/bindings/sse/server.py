@@ -34,19 +34,26 @@ Options, Zilla's first then ssegate's own:
   ``0`` off): the slow-client policy, below.
 
 Slow clients. A stream's unsent bytes are what ssegate buffers for it and what the kernel holds
-unsent for its connection (:attr:`ResponseStream.unsent`). A client is dropped when its unsent
-bytes pass ``max-buffered`` (reason ``bytes``: ssegate's buffer is checked on every write, the
-total on every sweep) or stay over :data:`STALL_MARK` (or half of ``max-buffered``, when that is
-less) for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the last
-sweep, or already over the mark, are asked, so idle streams cost nothing. The sweep that finds a
-client over the mark sets a timer for the end of its timeout, so the drop comes then, not at
-the first sweep after it (up to a tick later). While a client is over the mark what is written
-to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a group of streams keeps one log
-for all its held members), and sent as one write once the client is back at the mark: a client
-that reads nothing costs no ``send()``, and its source is told (:meth:`Subscription.pace`): the
-Kafka cache server leaves it out of ``ssegate.kafka.subscribers``. What is kept counts
-toward ``max-buffered`` (checked on every write to the stream, and on every sweep). Dropping is
-abortive (:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
+unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when the sweep finds
+its unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at
+once when a group's direct write to its socket is refused (:meth:`DownstreamStream.refused`: such
+a socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`
+unsent, so a refusal means the client's window is shut). It reads again once its unsent bytes
+are down to :data:`RESUME_MARK`, where its kernel takes writes again: asked at each sweep, and at
+once when its connection drains (such a socket's transport says so as soon as what the kernel
+refused has gone out). A client is dropped when its unsent bytes pass ``max-buffered`` (reason
+``bytes``: ssegate's buffer is checked on every write, the total on every sweep) or when it
+stays stalled for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since
+the last sweep, or stalled, are asked, so idle streams cost nothing. A stall sets a timer for the
+end of its timeout, so the drop comes then, not at the first sweep after it (up to a tick later);
+the drops of a crowd that stalled together are spread over loop turns
+(:mod:`ssegate.engine.turns`). While a client is stalled what is written to it is kept, not sent
+(:mod:`~ssegate.bindings.sse.hold`; a group of streams keeps one log for all its held members),
+and sent as one write once the client reads again: a client that reads nothing costs no
+``send()``, and its source is told (:meth:`Subscription.pace`): the Kafka cache server leaves it
+out of ``ssegate.kafka.subscribers``. What is kept counts toward ``max-buffered`` (checked on
+every write to the stream, and on every sweep). Dropping is abortive
+(:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
 ``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone is over
 ``max-buffered``), so everything queued for the client is freed at once, the kernel's part
 included, and the client sees the stream fail and reconnects with its last id. Each drop is one
@@ -67,6 +74,7 @@ from ssegate.bindings.sse.checks import ContentCheck, compile_checks
 from ssegate.bindings.sse.hold import Hold
 from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
 from ssegate.bindings.sse.source import SSE_SOURCE, EventCheck, SseSource, Subscription
+from ssegate.bindings.tcp.send_queue import SEND_LOW_WATER
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext
@@ -85,6 +93,9 @@ DEFAULT_MAX_BUFFERED = 1024 * 1024
 DEFAULT_SLOW_CLIENT_TIMEOUT = 10.0
 STALL_MARK = 64 * 1024
 """Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
+RESUME_MARK = SEND_LOW_WATER // 2
+"""Unsent bytes at or under which a stalled stream's client reads again: under what makes its
+kernel refuse a direct write (:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
 
 STREAM_HEADERS = [
     ("content-type", "text/event-stream"),
@@ -267,7 +278,7 @@ class DownstreamStream:
         """The shortest interval the sweep must keep for this stream; a quarter of it is the
         longest tick (inf: any, as long as it still visits to check the byte bound)."""
         self.stalled_since: float | None = None
-        """When the sweep first found the client over the stall mark (None: it is not)."""
+        """When the client stalled (None: it reads)."""
         self._stall_timer: asyncio.TimerHandle | None = None
         """While stalled, with a loop running: the check at the end of the timeout."""
         self._held: Hold | None = None
@@ -306,6 +317,7 @@ class DownstreamStream:
         if self._state == _OPEN:
             self.idle_since = server.sweep.clock()
             server.sweep.add(self)
+            self._stream.on_drain(self._drained)
 
     def event(
         self,
@@ -479,20 +491,38 @@ class DownstreamStream:
         unsent = self._stream.unsent
         held = self._held
         behind = unsent if held is None else unsent + held.size
+        stalled_since = self.stalled_since
         if behind > server.max_buffered:
             self._drop_slow("bytes", behind)
-        elif unsent <= server.stall_mark:
-            if self.stalled_since is not None:
-                self.stalled_since = None
-                self._cancel_stall_timer()
-                self._pace(False)
-        elif self.stalled_since is None:
-            self.stalled_since = now
-            self._pace(True)
-            self._time_stall(server.slow_client_timeout)
-        elif 0 < server.slow_client_timeout <= now - self.stalled_since:
-            self._drop_slow("time", behind, now - self.stalled_since)
+        elif stalled_since is None:
+            if unsent > server.stall_mark:
+                self._stall(now)
+        elif unsent <= server.resume_mark:
+            self.stalled_since = None
+            self._cancel_stall_timer()
+            self._pace(False)
+        elif 0 < server.slow_client_timeout <= now - stalled_since:
+            self._drop_slow("time", behind, now - stalled_since)
         return self._state == _CLOSED
+
+    def refused(self) -> None:
+        """A direct write to the client's socket left bytes to its transport: the kernel holds
+        what it takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`), its window
+        is shut. The client stalls now, not when the sweep finds it over the mark."""
+        if self.stalled_since is None and self._state == _OPEN:
+            self._stall(self._server.sweep.clock())
+
+    def _drained(self) -> None:
+        """The connection took what waited for it: a stalled client may read again; it is
+        asked now rather than at the next sweep."""
+        if self.stalled_since is not None and self._state == _OPEN:
+            self._dropped_as_slow(self._server.sweep.clock())
+
+    def _stall(self, now: float) -> None:
+        """The client reads nothing since ``now``: hold its writes, and time the stall."""
+        self.stalled_since = now
+        self._pace(True)
+        self._time_stall(self._server.slow_client_timeout)
 
     def _time_stall(self, timeout: float) -> None:
         """Check again when the stall's ``timeout`` is up (without a running loop, the sweep
@@ -582,6 +612,7 @@ class SseServer:
         self.max_buffered = max_buffered
         self.slow_client_timeout = slow_client_timeout
         self.stall_mark = min(STALL_MARK, max_buffered // 2)
+        self.resume_mark = min(RESUME_MARK, self.stall_mark)
         self.checks = checks or []
         """``requests[].content``: the check of the first entry whose path matches."""
         self.sweep = sweep if sweep is not None else shared_sweep()

@@ -11,6 +11,14 @@ unsent bytes and the FIN behind them as an orphaned socket until its retries giv
 peer never learns that the stream ended. :func:`reset` closes with ``SO_LINGER`` 0 instead:
 the kernel drops the queue and sends RST, and the peer's next read fails with
 ``ECONNRESET``. Over TLS both reach the TCP socket under the TLS layer.
+
+A socket a fan-out writes past its transport gets a low-water mark for its unsent bytes
+(:func:`limit_unsent`, ``TCP_NOTSENT_LOWAT``): the kernel then refuses a send (a short write or
+``EAGAIN``) once half of :data:`SEND_LOW_WATER` waits unsent for the peer, where it would
+otherwise take up to ``tcp_wmem``'s megabytes. A peer that stops reading is so told apart at the
+write that finds its receive window shut, not a mark of bytes later; what the kernel refused is
+kept in user space, where it is counted without a system call and dropped at once on a reset.
+Bytes in flight are not limited: a healthy peer far away is sent as fast as before.
 """
 
 from __future__ import annotations
@@ -26,6 +34,10 @@ from ssegate.engine.conforms import conforms
 
 SIOCOUTQNSD = 0x894B
 """Linux: bytes in a socket's send queue not yet sent (``linux/sockios.h``)."""
+
+SEND_LOW_WATER = 8 * 1024
+"""``TCP_NOTSENT_LOWAT`` of a fan-out's sockets: the kernel refuses new bytes once half of it
+is unsent (it wakes a writer below ``lowat``, and takes a new segment only below half of it)."""
 
 _LINGER_NOW = struct.pack("ii", 1, 0)
 _INT = struct.Struct("i")
@@ -67,6 +79,15 @@ def unsent_on(fd: int) -> int:
 def unsent_bytes(transport: asyncio.BaseTransport) -> int:
     """Bytes written to the kernel for the peer and not sent yet; 0 where it cannot tell."""
     return unsent_on(socket_fd(transport))
+
+
+def limit_unsent(transport: asyncio.BaseTransport, low_water: int = SEND_LOW_WATER) -> None:
+    """Make the kernel refuse bytes for ``transport``'s peer once about ``low_water // 2`` wait
+    unsent (``TCP_NOTSENT_LOWAT``); nothing where it has no socket."""
+    sock = _socket(transport)
+    if sock is not None:
+        with contextlib.suppress(OSError, ValueError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, _INT.pack(low_water))
 
 
 def reset(transport: asyncio.Transport) -> None:
