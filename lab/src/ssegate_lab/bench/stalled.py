@@ -3,9 +3,11 @@
 A real broker and a real gateway (``sse-kafka``, one topic of one partition read at its live
 head, ``defaultOffset: live``); a producer writes ``rate`` messages a second of ``size`` bytes,
 ``{"t":<monotonic_ns>,"n":<sequence>,"p":"xx…"}``, from before the first phase to after the
-last. One load process, apart from the gateway (:mod:`ssegate_lab.bench.stalled_clients`), holds
-``live`` readers of the stream for the whole run and, in the second phase, the stalled clients.
-Per run, on a fresh topic and a fresh gateway:
+last. Two load processes, apart from the gateway (:mod:`ssegate_lab.bench.stalled_clients`): one
+holds ``live`` readers of the stream for the whole run, the other, in the second phase, the
+stalled clients. In one process, the loop that connects a thousand clients at once would read
+the live readers' events late and count its own delay as the gateway's. Per run, on a fresh
+topic and a fresh gateway:
 
 0. **warm-up**: ``warmup`` seconds with only the live readers, measured in no phase;
 1. **baseline**: ``duration`` seconds with only the live readers; the gateway's RSS at its end;
@@ -19,10 +21,10 @@ Per run, on a fresh topic and a fresh gateway:
 
 Then the producer stops and, after a drain, each live reader's event ids are tallied against
 every offset produced. Per phase: the live readers' latency (produce → receipt), and the CPU of
-the gateway, of the load process, of the producer (this process) and of everything else on the
-machine, each as a share of one core. The cache server's cache is bounded (``cache_max_bytes``,
-full within the first 15 s) and the baseline starts after the warm-up, so that the RSS
-comparison measures what the stalled clients left behind, not the cache filling up.
+the gateway, of the load processes (together), of the producer (this process) and of everything
+else on the machine, each as a share of one core. The cache server's cache is bounded
+(``cache_max_bytes``, full within the first 15 s) and the baseline starts after the warm-up, so
+that the RSS comparison measures what the stalled clients left behind, not the cache filling up.
 ``repeat`` runs; the verdicts and the summary are :mod:`ssegate_lab.bench.stalled_report`'s.
 """
 
@@ -104,10 +106,12 @@ def run_stalled(
             request = sse_request(f"/{topic}", ports.plain)
             with (
                 GatewayProcess(ports.config) as gateway,
-                StallLoad(ports.plain, request, files=stalled + live + 256) as load,
+                StallLoad(ports.plain, request, files=live + 256) as readers,
+                StallLoad(ports.plain, request, files=stalled + 256) as stallers,
             ):
-                meter = _Meter(gateway.pid, load.pid, broker.pid)
-                rig = _Rig(gateway, load, meter, metrics_port, broker.bootstrap, topic)
+                meter = _Meter(gateway.pid, (readers.pid, stallers.pid), broker.pid)
+                rig = _Rig(gateway, readers, stallers, meter, metrics_port, broker.bootstrap,
+                           topic)  # fmt: skip
                 run = rig.run(stalled, rate, live, duration, size, slow_client_timeout, rcvbuf,
                               warmup, results["after_s"])  # fmt: skip
             results["runs"].append(run)
@@ -161,18 +165,18 @@ class _Producer(threading.Thread):
 
 @dataclass
 class _Meter:
-    """CPU seconds of the gateway, the load process, this process (the producer), the broker
+    """CPU seconds of the gateway, the load processes, this process (the producer), the broker
     and the whole machine."""
 
     gateway_pid: int
-    load_pid: int
+    load_pids: tuple[int, ...]
     broker_pid: int
 
     def mark(self) -> tuple[float, ...]:
         return (
             time.monotonic(),
             sample(self.gateway_pid).cpu_seconds,
-            sample(self.load_pid).cpu_seconds,
+            sum(sample(pid).cpu_seconds for pid in self.load_pids),
             _own_cpu_seconds(),
             sample(self.broker_pid).cpu_seconds,
             machine_busy_seconds(),
@@ -225,7 +229,10 @@ class _RssPeak:
 @dataclass
 class _Rig:
     gateway: GatewayProcess
-    load: StallLoad
+    readers: StallLoad
+    """The live readers' process."""
+    stallers: StallLoad
+    """The stalled clients' process."""
     meter: _Meter
     metrics_port: int
     bootstrap: str
@@ -235,7 +242,7 @@ class _Rig:
         self, stalled: int, rate: float, live: int, duration: float, size: int,
         timeout: float, rcvbuf: int, warmup: float, after_seconds: float,
     ) -> dict[str, Any]:  # fmt: skip
-        load, gateway, meter = self.load, self.gateway, self.meter
+        load, gateway, meter = self.readers, self.gateway, self.meter
         opened = load.open_live(live)
         producer = _Producer(self.bootstrap, self.topic, rate, size)
         producer.start()
@@ -252,7 +259,7 @@ class _Rig:
 
             peak = _RssPeak(gateway.pid)
             mark = meter.mark()
-            connected = load.stall(stalled, rcvbuf)
+            connected = self.stallers.stall(stalled, rcvbuf)
             bound = end_bound(stream_rate, connected["rcvbuf_bytes"], timeout)
             status = self._until_all_ended(bound + END_MARGIN)
             time.sleep(GONE_SECONDS)
@@ -306,7 +313,7 @@ class _Rig:
         """The stalled clients' status once every one has ended, or ``within`` s from now."""
         deadline = time.monotonic() + within
         while True:
-            status = self.load.status()
+            status = self.stallers.status()
             if all(value is not None for value in status["ended_s"]):
                 return status
             if time.monotonic() > deadline:
