@@ -4,7 +4,7 @@ Python 3.11 checks a value against a ``runtime_checkable`` protocol by collectin
 protocol's members and looking each up on the value: 3.5-5 µs a check on a socket here, where
 the answer kept costs 0.13 µs. The sockets under connections are checked several times for every
 connection opened (their descriptor, their options), so a thousand clients that connect at once
-paid about 15 ms of the loop for it. Every value of one type has the same members here (sockets,
+paid 10-15 ms of the loop for it. Every value of one type has the same members here (sockets,
 asyncio's and uvloop's wrappers of them), so the answer is kept per type and protocol.
 """
 

@@ -465,12 +465,12 @@ def test_a_client_that_reads_again_before_its_timeout_is_not_dropped_by_the_time
     assert asyncio.run(scenario()) is None
 
 
-def test_draining_to_the_resume_mark_restarts_the_slow_client_clock() -> None:
+def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
     sweep, stream, sink, _ = slow_client_server(timeout=10)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("x")
     sweep.sweep(100.0)
-    stream.in_kernel = RESUME_MARK
+    stream.in_kernel = 64 * 1024
     sweep.sweep(105.0)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("y")
@@ -501,7 +501,7 @@ def test_a_stalled_client_is_sent_nothing_until_it_reads_again_then_all_in_one_w
     sweep.sweep(102.0)  # still stalled: still kept, and no keep-alive either
     assert writes == []
     assert server.metrics.counter("stream.data.sent", "s") == sent  # counted once sent
-    stream.in_kernel = RESUME_MARK  # the client read: down to where a write is taken again
+    stream.in_kernel = 64 * 1024  # the client read: back at the mark
     sweep.sweep(103.0)
     assert writes == [b"id:2\ndata:b\n\nid:3\ndata:c\n\n"]
     assert server.metrics.counter("stream.data.sent", "s") == sent + len(writes[0])
@@ -509,12 +509,12 @@ def test_a_stalled_client_is_sent_nothing_until_it_reads_again_then_all_in_one_w
     assert writes[-1] == b"id:4\ndata:d\n\n"
 
 
-def test_a_stalled_client_under_the_stall_mark_but_over_the_resume_mark_stays_held() -> None:
+def test_a_refused_client_over_the_resume_mark_stays_held_though_under_the_stall_mark() -> None:
     sweep, stream, sink, server = slow_client_server(timeout=10)
-    stream.in_kernel = 64 * 1024 + 1
+    assert isinstance(sink, DownstreamStream)
     sink.event("a", id="1")
-    sweep.sweep(100.0)
-    stream.in_kernel = RESUME_MARK + 1  # it read some, not enough for the kernel to take more
+    stream.in_kernel = RESUME_MARK + 1  # what the kernel took behind the shut window
+    sink.refused()
     sink.event("b", id="2")
     sweep.sweep(105.0)
     assert not stream.body.endswith(b"id:2\ndata:b\n\n")

@@ -34,28 +34,29 @@ Options, Zilla's first then ssegate's own:
   ``0`` off): the slow-client policy, below.
 
 Slow clients. A stream's unsent bytes are what ssegate buffers for it and what the kernel holds
-unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when the sweep finds
-its unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at
-once when a group's direct write to its socket is refused (:meth:`DownstreamStream.refused`: such
-a socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`
-unsent, so a refusal means the client's window is shut). It reads again once its unsent bytes
-are down to :data:`RESUME_MARK`, where its kernel takes writes again: asked at each sweep, and at
-once when its connection drains (such a socket's transport says so as soon as what the kernel
-refused has gone out). A client is dropped when its unsent bytes pass ``max-buffered`` (reason
-``bytes``: ssegate's buffer is checked on every write, the total on every sweep) or when it
-stays stalled for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since
-the last sweep, or stalled, are asked, so idle streams cost nothing. A stall sets a timer for the
-end of its timeout, so the drop comes then, not at the first sweep after it (up to a tick later);
-the drops of a crowd that stalled together are spread over loop turns
-(:mod:`ssegate.engine.turns`). While a client is stalled what is written to it is kept, not sent
-(:mod:`~ssegate.bindings.sse.hold`; a group of streams keeps one log for all its held members),
-and sent as one write once the client reads again: a client that reads nothing costs no
-``send()``, and its source is told (:meth:`Subscription.pace`): the Kafka cache server leaves it
-out of ``ssegate.kafka.subscribers``. What is kept counts toward ``max-buffered`` (checked on
-every write to the stream, and on every sweep). Dropping is abortive
-(:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an HTTP/2 stream gets
-``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone is over
-``max-buffered``), so everything queued for the client is freed at once, the kernel's part
+unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when the sweep finds its
+unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at once
+when a group's direct write to its socket is refused (:meth:`DownstreamStream.refused`: such a
+socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent,
+so a refusal means the client's window is shut). It reads again once its unsent bytes are back at
+the stall mark, or, for a stall a refused write found, down to :data:`RESUME_MARK`, where its kernel
+takes writes again: asked at each sweep, and at once when its connection drains (such a socket's
+transport says so as soon as what the kernel refused has gone out). The stall mark stays the release
+point of a stall found at a sweep, since the kernel's share of an HTTP/2 or TLS connection's unsent
+bytes is the whole connection's. A client is dropped when its unsent bytes pass ``max-buffered``
+(reason ``bytes``: ssegate's buffer is checked on every write, the total on every sweep) or when it
+stays stalled for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the
+last sweep, or stalled, are asked, so idle streams cost nothing. A stall sets a timer for the end of
+its timeout, so the drop comes then, not at the first sweep after it (up to a tick later); the drops
+of a crowd that stalled together are spread over loop turns (:mod:`ssegate.engine.turns`). While a
+client is stalled what is written to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a
+group of streams keeps one log for all its held members), and sent as one write once the client
+reads again: a client that reads nothing costs no ``send()``, and its source is told
+(:meth:`Subscription.pace`): the Kafka cache server leaves it out of ``ssegate.kafka.subscribers``.
+What is kept counts toward ``max-buffered`` (checked on every write to the stream, and on every
+sweep). Dropping is abortive (:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an
+HTTP/2 stream gets ``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone
+is over ``max-buffered``), so everything queued for the client is freed at once, the kernel's part
 included, and the client sees the stream fail and reconnects with its last id. Each drop is one
 ``sse.slow_client_closed`` log line and a count in ``ssegate.sse.slow_clients{reason}``.
 """
@@ -94,8 +95,8 @@ DEFAULT_SLOW_CLIENT_TIMEOUT = 10.0
 STALL_MARK = 64 * 1024
 """Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
 RESUME_MARK = SEND_LOW_WATER // 2
-"""Unsent bytes at or under which a stalled stream's client reads again: under what makes its
-kernel refuse a direct write (:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
+"""Unsent bytes at or under which a client that a refused direct write stalled reads again:
+under what makes its kernel refuse (:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
 
 STREAM_HEADERS = [
     ("content-type", "text/event-stream"),
@@ -238,6 +239,7 @@ class DownstreamStream:
     __slots__ = (
         "_check",
         "_held",
+        "_resume_at",
         "_server",
         "_stall_timer",
         "_state",
@@ -279,6 +281,9 @@ class DownstreamStream:
         longest tick (inf: any, as long as it still visits to check the byte bound)."""
         self.stalled_since: float | None = None
         """When the client stalled (None: it reads)."""
+        self._resume_at = 0
+        """While stalled: the unsent bytes at or under which it reads again (the stall mark for
+        a stall found at a sweep, :data:`RESUME_MARK` for one a refused write found)."""
         self._stall_timer: asyncio.TimerHandle | None = None
         """While stalled, with a loop running: the check at the end of the timeout."""
         self._held: Hold | None = None
@@ -496,8 +501,8 @@ class DownstreamStream:
             self._drop_slow("bytes", behind)
         elif stalled_since is None:
             if unsent > server.stall_mark:
-                self._stall(now)
-        elif unsent <= server.resume_mark:
+                self._stall(now, server.stall_mark)
+        elif unsent <= self._resume_at:
             self.stalled_since = None
             self._cancel_stall_timer()
             self._pace(False)
@@ -510,7 +515,8 @@ class DownstreamStream:
         what it takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`), its window
         is shut. The client stalls now, not when the sweep finds it over the mark."""
         if self.stalled_since is None and self._state == _OPEN:
-            self._stall(self._server.sweep.clock())
+            server = self._server
+            self._stall(server.sweep.clock(), server.resume_mark)
 
     def _drained(self) -> None:
         """The connection took what waited for it: a stalled client may read again; it is
@@ -518,9 +524,11 @@ class DownstreamStream:
         if self.stalled_since is not None and self._state == _OPEN:
             self._dropped_as_slow(self._server.sweep.clock())
 
-    def _stall(self, now: float) -> None:
-        """The client reads nothing since ``now``: hold its writes, and time the stall."""
+    def _stall(self, now: float, resume_at: int) -> None:
+        """The client reads nothing since ``now``: hold its writes, and time the stall, until
+        its unsent bytes are down to ``resume_at``."""
         self.stalled_since = now
+        self._resume_at = resume_at
         self._pace(True)
         self._time_stall(self._server.slow_client_timeout)
 
