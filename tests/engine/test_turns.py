@@ -116,3 +116,27 @@ def test_work_that_raises_leaves_the_rest_waiting_to_run() -> None:
         return done
 
     assert asyncio.run(scenario()) == ["a", "c"]
+
+
+def test_work_left_waiting_on_a_loop_that_is_gone_does_not_hold_up_the_next_loop() -> None:
+    clock = Clock()
+    budget = TurnBudget(0.002, clock)
+    done: list[str] = []
+
+    loop = asyncio.SelectorEventLoop()  # asyncio's own: its stop() ends the turn under way
+
+    def crowd() -> None:
+        budget.run(costing(clock, 0.003, done, "a"))
+        budget.run(costing(clock, 0.0, done, "left"))  # waits for a turn that never comes:
+        loop.stop()  # the loop stops after this turn, and is closed
+
+    loop.call_soon(crowd)
+    loop.run_forever()
+    loop.close()
+    assert done == ["a"] and len(budget) == 1
+
+    async def later() -> bool:
+        return budget.run(costing(clock, 0.0, done, "b"))
+
+    assert asyncio.run(later())  # at once: nothing waits on this loop
+    assert done == ["a", "b"] and len(budget) == 0

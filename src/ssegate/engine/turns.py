@@ -42,6 +42,8 @@ class TurnBudget:
         """When the current turn's first deferrable work started (None: none yet)."""
         self._waiting: deque[Callable[[], None]] = deque()
         self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the turns are of: work left waiting on a loop that is gone is dropped."""
         self.deferred = 0
         """Pieces of work that waited for a later turn, since the start."""
 
@@ -57,6 +59,8 @@ class TurnBudget:
         except RuntimeError:
             work()
             return True
+        if loop is not self._loop:
+            self._for_loop(loop)
         if self._waiting or self._spent(loop):
             self._waiting.append(work)
             self.deferred += 1
@@ -64,6 +68,14 @@ class TurnBudget:
             return False
         work()
         return True
+
+    def _for_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Turns of ``loop`` from now on. What waited on another loop is dropped: that loop
+        is gone (a process has one; a test suite runs many), with the connections it served."""
+        self._loop = loop
+        self._waiting.clear()
+        self._scheduled = False
+        self._turn_started = None
 
     def _spent(self, loop: asyncio.AbstractEventLoop) -> bool:
         now = self._clock()
