@@ -3,7 +3,7 @@
 A client's new request costs the gateway about a tenth of a millisecond (parse, route, guard,
 open the stream, subscribe it), and the event loop hands every request that arrived in one poll
 to its connection in the same turn. A thousand clients that connect at once so hold the loop for
-a hundred milliseconds, and every event of every open stream waits behind them: the live
+up to a hundred milliseconds, and every event of every open stream waits behind them: the live
 streams' latency rises by that much for the crowd's arrival, whatever the crowd does next.
 
 Opening a request can wait a turn; writing an open stream's events should not. A
@@ -115,5 +115,5 @@ _shared = TurnBudget()
 
 
 def shared_turns() -> TurnBudget:
-    """The process's turn budget, shared by every http server binding."""
+    """The process's turn budget, shared by every http and sse server binding."""
     return _shared
