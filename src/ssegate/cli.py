@@ -176,6 +176,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
+    from ssegate.engine import allocator
+
+    allocator.choose()  # first: it may run this process again, on jemalloc
     from ssegate.config.loader import load_config
     from ssegate.engine.process import serve
     from ssegate.engine.runtime import Runtime

@@ -4,6 +4,7 @@ the garbage collector's schedule it sets once it serves."""
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ssegate.engine.allocator import LIBRARY
 from ssegate_lab.bench.foundation import write_static_config
 
 
@@ -23,7 +25,9 @@ def _soft_open_files(pid: int) -> int:
 
 @contextlib.contextmanager
 def _started(
-    tmp_path: Path, preexec_fn: Callable[[], None] | None = None
+    tmp_path: Path,
+    preexec_fn: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """A gateway serving static files, logging at info, and the lines it wrote until started."""
     config, _, _ = write_static_config(tmp_path)
@@ -33,6 +37,7 @@ def _started(
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=preexec_fn,
+        env=env,
     )
     try:
         assert gateway.stdout is not None
@@ -74,3 +79,45 @@ def test_a_started_worker_freezes_its_long_lived_objects_and_says_so(tmp_path: P
     assert "policy=long-lived objects frozen" in logged[0]
     frozen = int(logged[0].split("frozen=")[1].split()[0])
     assert frozen > 10_000  # the modules, config and bindings built at start
+
+
+def _mapped(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_a_started_gateway_runs_on_jemalloc_in_the_same_process_and_says_so(
+    tmp_path: Path,
+) -> None:
+    environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONMALLOC")}
+    environ.pop("SSEGATE_ALLOCATOR", None)
+    with _started(tmp_path, env=environ) as (gateway, lines):
+        maps = _mapped(gateway.pid)  # the pid Popen started: run again, not forked
+        variables = Path(f"/proc/{gateway.pid}/environ").read_bytes().split(b"\0")
+    assert LIBRARY in maps, "jemalloc is not mapped"
+    assert b"PYTHONMALLOC=malloc" in variables
+    logged = [line for line in lines if "gateway.allocator" in line]
+    assert logged and "allocator=jemalloc" in logged[0], lines
+
+
+def test_the_gateway_stays_on_cpythons_allocator_when_asked(tmp_path: Path) -> None:
+    environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONMALLOC")}
+    environ["SSEGATE_ALLOCATOR"] = "python"
+    with _started(tmp_path, env=environ) as (gateway, lines):
+        maps = _mapped(gateway.pid)
+    assert LIBRARY not in maps
+    logged = [line for line in lines if "gateway.allocator" in line]
+    assert logged and "allocator=python" in logged[0], lines
+
+
+def test_an_unknown_allocator_stops_start_with_one_line(tmp_path: Path) -> None:
+    config, _, _ = write_static_config(tmp_path)
+    environ = dict(os.environ, SSEGATE_ALLOCATOR="tcmalloc")
+    done = subprocess.run(
+        [sys.executable, "-m", "ssegate", "start", "-c", str(config)],
+        capture_output=True, text=True, env=environ, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "ssegate: SSEGATE_ALLOCATOR: 'tcmalloc' is not an allocator"
+        " (jemalloc, or python for CPython's own)"
+    )

@@ -52,10 +52,12 @@ The policy here keeps what the collector is for, finding garbage cycles, without
   their place.
 - Pages freed by connections that closed go back to the system. Once the open connections
   have fallen by :data:`RETURN_AFTER_CLOSED` from the most open since the last time, the C
-  allocator is asked to return its free pages (glibc's ``malloc_trim``, a fraction of a
-  millisecond at a hundred MiB): without it, what clients dropped for not reading had freed
-  stayed resident (1,000 of them: it returned about 1.3 MiB of the 10.6 MiB they left). The
-  pages of Python's own allocator go back as their arenas empty.
+  allocator is asked to return its free pages (jemalloc's purge, or glibc's ``malloc_trim``, a
+  fraction of a millisecond at a hundred MiB): without it, glibc kept what clients dropped for
+  not reading had freed resident (1,000 of them: it returned about 1.3 MiB of the 10.6 MiB they
+  left), and jemalloc returns it only over the next seconds. With CPython's own small-object
+  allocator, its pages go back as their arenas empty, which a long-lived object in each keeps
+  from happening: :mod:`ssegate.engine.allocator` is why the gateway runs on jemalloc.
 
 Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed) and every collection of any generation an observation of ``ssegate.gc.pause``
@@ -165,11 +167,32 @@ class FullCollectionSchedule:
         self.connections = self.most_connections = connections
 
 
+MALLCTL_ARENAS_ALL = 4096
+"""jemalloc's index for "every arena" in a ``mallctl`` name."""
+
+
 def _find_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim`` (None with another C library)."""
+    """What makes the C allocator return its free pages now: jemalloc's purge of every arena
+    when it is preloaded (:mod:`ssegate.engine.allocator`; without it, jemalloc returns them
+    over the next seconds), else glibc's ``malloc_trim`` (None with another C library)."""
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
+        process = ctypes.CDLL(None)
+    except OSError:
+        return None
+    try:
+        mallctl = process.mallctl
+    except AttributeError:
+        pass
+    else:
+        name = f"arena.{MALLCTL_ARENAS_ALL}.purge".encode()
+
+        def purge(_pad: int) -> int:
+            return int(mallctl(name, None, None, None, ctypes.c_size_t(0)))
+
+        return purge
+    try:
+        trim: Callable[[int], int] = process.malloc_trim
+    except AttributeError:
         return None
     return trim
 

@@ -9,7 +9,8 @@ stops the others: the gateway is up whole or not at all.
 
 Every held connection is a file descriptor, so before anything listens the soft
 ``RLIMIT_NOFILE`` is raised to the hard limit (the workers inherit it), and each worker logs the
-limit it runs with (``gateway.open_files_limit``). Once it serves, each worker's long-lived
+limit it runs with (``gateway.open_files_limit``) and the allocator it runs on
+(``gateway.allocator``: :mod:`ssegate.engine.allocator`). Once it serves, each worker's long-lived
 objects are left out of the garbage collector's routine passes (:mod:`ssegate.engine.collector`).
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
+from ssegate.engine import allocator
 from ssegate.engine.collector import LongLivedObjects
 from ssegate.engine.runtime import Runtime
 from ssegate.telemetry import log
@@ -124,6 +126,7 @@ async def _worker_main(
         await runtime.stop(grace=0.5)
         return EXIT_CONFIG
     _log_open_files_limit()
+    log.event("gateway.allocator", pid=os.getpid(), allocator=allocator.in_use())
     collector = LongLivedObjects.install(loop, runtime.metrics)
     if on_ready is not None:
         on_ready(runtime)

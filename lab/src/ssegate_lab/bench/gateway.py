@@ -141,6 +141,15 @@ class GatewayProcess:
     def sample(self) -> ProcessSample:
         return sample(self.pid)
 
+    def allocator(self) -> str:
+        """The C allocator the gateway runs on: ``jemalloc`` when it is mapped, else ``python``
+        (CPython's own, over glibc's)."""
+        try:
+            maps = Path(f"/proc/{self.pid}/maps").read_text()
+        except OSError:
+            return "unknown"
+        return "jemalloc" if "jemalloc" in maps else "python"
+
     def logged(self, text: str, timeout: float = 5.0) -> list[str]:
         """Recent output lines holding ``text``, waiting up to ``timeout`` s for the first."""
         deadline = time.monotonic() + timeout

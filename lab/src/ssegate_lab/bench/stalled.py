@@ -279,6 +279,7 @@ class _Rig:
             "produced": produced,
             "owed_from_offset": owed_from,
             "produce_failures": producer.failed,
+            "gateway_allocator": gateway.allocator(),
             "stream_bytes_per_s": round(stream_rate),
             "live": {"wanted": live, **opened, **tally},
             "connect": connected,
