@@ -23,6 +23,7 @@ EXIT_CONFIG = 2
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    args.own_process = argv is None  # the command line this process was started with
     logging.basicConfig(
         level=logging.getLevelNamesMapping()[args.log_level.upper()],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -176,9 +177,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from ssegate.engine import allocator
+    if args.own_process:
+        from ssegate.engine import allocator
 
-    allocator.choose()  # first: it may run this process again, on jemalloc
+        allocator.choose()  # first: it may run this process again, on jemalloc
     from ssegate.config.loader import load_config
     from ssegate.engine.process import serve
     from ssegate.engine.runtime import Runtime

@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from ssegate.cli import main
 from ssegate.engine.allocator import LIBRARY
 from ssegate_lab.bench.foundation import write_static_config
 
@@ -121,3 +124,14 @@ def test_an_unknown_allocator_stops_start_with_one_line(tmp_path: Path) -> None:
         "ssegate: SSEGATE_ALLOCATOR: 'tcmalloc' is not an allocator"
         " (jemalloc, or python for CPython's own)"
     )
+
+
+def test_start_called_in_a_process_of_its_own_only_runs_itself_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("start called in-process ran the process again")
+
+    monkeypatch.setattr(os, "execve", refuse)
+    monkeypatch.delenv("SSEGATE_ALLOCATOR", raising=False)
+    assert main(["start", "-c", str(tmp_path / "missing.yaml")]) == 2
