@@ -327,3 +327,26 @@ def test_the_policy_asks_the_allocator_for_its_free_pages_after_a_mass_disconnec
         """
     )
     assert _run(script) == [0, 0, 1, 1]
+
+
+def _page_return_in(environ: dict[str, str]) -> str:
+    """The name and result of the collector's page return, in a fresh interpreter."""
+    script = (
+        "from ssegate.engine import collector as c; t = c._MALLOC_TRIM; print(t.__name__, t(0))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_pages_go_back_through_jemalloc_purge_when_the_gateway_runs_on_it() -> None:
+    environ = dict(os.environ, LD_PRELOAD="libjemalloc.so.2", PYTHONMALLOC="malloc")
+    assert _page_return_in(environ) == "purge 0"
+
+
+def test_pages_go_back_through_malloc_trim_on_glibc() -> None:
+    environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONMALLOC")}
+    name, _ = _page_return_in(environ).split()
+    assert name == "malloc_trim"

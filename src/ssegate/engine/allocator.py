@@ -12,7 +12,7 @@ back, with 261 empty pools (4 MiB) in them (``ssegate bench stalled``; docs/perf
 jemalloc (a well-kept allocator, packaged by Debian as ``libjemalloc2``) gives back the pages
 that are no longer in use after a few seconds, whatever else lives beside them, and serves each
 thread from an arena of its own, so the records the Kafka fetch thread makes do not settle
-among the loop thread's connections. With it, the same crowd left 6.6 MiB over a baseline
+among the loop thread's connections. With it, the same crowd left 6.7 MiB over a baseline
 3 MiB higher, for the same CPU.
 
 An allocator is chosen when a process starts, so ``ssegate start`` runs itself again, once,
