@@ -105,8 +105,12 @@ async def _serve(pipe: multiprocessing.connection.Connection, handler: Handler) 
     def readable() -> None:
         # The loop made the pipe non-blocking; a large command must be read whole.
         os.set_blocking(pipe.fileno(), True)
-        while pipe.poll():
-            commands.put_nowait(pipe.recv())
+        try:
+            while pipe.poll():
+                commands.put_nowait(pipe.recv())
+        except EOFError:  # the bench is gone: exit, rather than be told so on every turn
+            loop.remove_reader(pipe.fileno())
+            commands.put_nowait({"op": "exit"})
 
     loop.add_reader(pipe.fileno(), readable)
     try:
