@@ -38,7 +38,8 @@ from ssegate.config.errors import ConfigError
 ENVIRONMENT = "SSEGATE_ALLOCATOR"
 """``jemalloc``, ``python``, or unset (``jemalloc`` where found)."""
 LIBRARY = "libjemalloc.so.2"
-"""The soname the dynamic loader finds jemalloc by (Debian's ``libjemalloc2``)."""
+"""The soname of Debian's ``libjemalloc2``; what is preloaded is the one the loader's cache
+names (:func:`ctypes.util.find_library`)."""
 RESTORE = "SSEGATE_ALLOCATOR_RESTORE"
 """Set for the process run again: the variables to put back, as they were before."""
 _PRELOADED = ("LD_PRELOAD", "PYTHONMALLOC")
@@ -113,7 +114,7 @@ def choose(argv: Sequence[str] | None = None) -> Allocator:
 
     ``argv`` is the command line to run again (default: this process's own).
     """
-    decided = plan(os.environ, ctypes.util.find_library("jemalloc") and LIBRARY)
+    decided = plan(os.environ, ctypes.util.find_library("jemalloc"))
     if decided.environment is not None:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -129,12 +130,17 @@ def choose(argv: Sequence[str] | None = None) -> Allocator:
     return decided.allocator
 
 
+def jemalloc_mapped(pid: int | None = None) -> bool:
+    """Whether jemalloc is in the memory map of process ``pid`` (None: this one)."""
+    path = f"/proc/{'self' if pid is None else pid}/maps"
+    try:
+        with open(path, encoding="ascii", errors="replace") as maps:
+            return "jemalloc" in maps.read()
+    except OSError:
+        return False
+
+
 def in_use() -> Allocator:
     """The allocator this process's objects come from: jemalloc when it is mapped and CPython's
     small-object allocator has no block out (it is off)."""
-    try:
-        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
-            mapped = "jemalloc" in maps.read()
-    except OSError:
-        mapped = False
-    return "jemalloc" if mapped and sys.getallocatedblocks() == 0 else "python"
+    return "jemalloc" if jemalloc_mapped() and sys.getallocatedblocks() == 0 else "python"

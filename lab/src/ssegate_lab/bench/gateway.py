@@ -18,6 +18,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from ssegate.engine.allocator import jemalloc_mapped
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessSample:
@@ -144,11 +146,7 @@ class GatewayProcess:
     def allocator(self) -> str:
         """The C allocator the gateway runs on: ``jemalloc`` when it is mapped, else ``python``
         (CPython's own, over glibc's)."""
-        try:
-            maps = Path(f"/proc/{self.pid}/maps").read_text()
-        except OSError:
-            return "unknown"
-        return "jemalloc" if "jemalloc" in maps else "python"
+        return "jemalloc" if jemalloc_mapped(self.pid) else "python"
 
     def logged(self, text: str, timeout: float = 5.0) -> list[str]:
         """Recent output lines holding ``text``, waiting up to ``timeout`` s for the first."""
