@@ -22,6 +22,12 @@ def test_the_linger_keeps_handing_over_to_its_share_of_the_loop() -> None:
     assert 0.002 / linger <= FANOUT_SHARE
 
 
+def test_the_linger_is_one_hand_overs_cost_not_more() -> None:
+    # 1,000 new clients that never read make a batch cost 4 ms until their windows shut: the
+    # live readers' records wait that long at the fetch, not twice it
+    assert FanoutPace().observe(0.004) == pytest.approx(0.004)
+
+
 def test_a_cheap_fan_out_lingers_little_whatever_its_subscriber_count() -> None:
     # 20,000 filtered streams of which a batch reaches a handful: 0.2 ms of loop time
     linger = FanoutPace().observe(0.0002)
