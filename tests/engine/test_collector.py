@@ -332,7 +332,7 @@ def test_the_policy_asks_the_allocator_for_its_free_pages_after_a_mass_disconnec
 def _page_return_in(environ: dict[str, str]) -> str:
     """The name and result of the collector's page return, in a fresh interpreter."""
     script = (
-        "from ssegate.engine import collector as c; t = c._MALLOC_TRIM; print(t.__name__, t(0))"
+        "from ssegate.engine import collector as c; t = c._RETURN_PAGES; print(t.__name__, t(0))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=60

@@ -171,7 +171,7 @@ MALLCTL_ARENAS_ALL = 4096
 """jemalloc's index for "every arena" in a ``mallctl`` name."""
 
 
-def _find_malloc_trim() -> Callable[[int], int] | None:
+def _find_page_return() -> Callable[[int], int] | None:
     """What makes the C allocator return its free pages now: jemalloc's purge of every arena
     when it is preloaded (:mod:`ssegate.engine.allocator`; without it, jemalloc returns them
     over the next seconds), else glibc's ``malloc_trim`` (None with another C library)."""
@@ -197,7 +197,7 @@ def _find_malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-_MALLOC_TRIM = _find_malloc_trim()
+_RETURN_PAGES = _find_page_return()
 
 
 @dataclass(slots=True)
@@ -326,11 +326,11 @@ class LongLivedObjects:
 
     def _return_free_pages(self, connections: int) -> None:
         """Connections closed in number: the C allocator gives back the pages they freed."""
-        if _MALLOC_TRIM is None:
+        if _RETURN_PAGES is None:
             return
         before = self._resident()
         started = time.perf_counter()
-        _MALLOC_TRIM(0)
+        _RETURN_PAGES(0)
         pause = time.perf_counter() - started
         self.pages_returned += 1
         log.event("gateway.free_pages_returned", level=logging.DEBUG, connections=connections,
