@@ -66,3 +66,18 @@ def test_the_summary_takes_medians_and_fails_a_case_with_any_loss() -> None:
     [row] = summarize([case(10, 0), case(30, 2), case(20, 0, client=0.9)])
     assert row["p99_ms_median"] == 20 and row["lost"] == 2 and not row["all_complete"]
     assert row["client_saturated_runs"] == 1
+
+
+def test_the_warm_up_before_the_measured_window_reaches_no_stream(
+    kafka_broker: BrokerInfo,
+) -> None:
+    # a second of messages under keys no stream filters on, then the measured half second
+    result = run_keyed(
+        [10], rate=200.0, duration=0.5, keys=20, broker_info=kafka_broker, warmup=1.0,
+    )  # fmt: skip
+    assert result["warmup_s"] == 1.0
+    [case] = result["cases"]
+    assert case["misdelivered"] == 0
+    assert case["produced"] == 100 and 0 < case["owed"] < 100
+    assert case["received"] == case["owed"] and (case["lost"], case["duplicates"]) == (0, 0)
+    assert case["complete"]

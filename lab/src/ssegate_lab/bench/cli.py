@@ -204,6 +204,12 @@ def add_bench_parser(commands: Any) -> None:
         default=0,
         help="streams per HTTP/2 connection (h2c, prior knowledge); 0: HTTP/1.1, one each",
     )
+    keyed.add_argument(
+        "--warmup",
+        type=float,
+        default=15.0,
+        help="seconds of messages no stream wants before the measured window (0: none)",
+    )
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -433,6 +439,7 @@ def _keyed(args: argparse.Namespace) -> int:
         rss_every=args.rss_every,
         history=args.history,
         h2_streams=args.h2_streams,
+        warmup=args.warmup,
         progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
     if args.plot is not None:

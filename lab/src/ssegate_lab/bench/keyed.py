@@ -12,16 +12,23 @@ streams and most streams want nothing from most batches. Per case:
    key ``k<i>``, spread over as many client processes as the open-file limit needs: one
    HTTP/1.1 connection each, or with ``h2_streams`` N, N streams on each HTTP/2 connection
    (h2c), so that one gateway process may hold more streams than it may open files;
-3. a producer writes ``rate`` messages/s for ``duration`` s, each key drawn uniformly from
+3. with ``warmup`` W s, the producer first writes ``rate`` messages/s for W s under keys no
+   stream filters on (``w<j>``), so the measured window starts with the producer connected, the
+   broker's JVM compiled and the gateway's fetch, cache and index at their steady load rather
+   than at a cold start no running deployment sees again; no stream is owed any of them, and
+   every one a stream receives counts as **misdelivered** (a filter that let a foreign key
+   through), which fails the case;
+4. the producer writes ``rate`` messages/s for ``duration`` s, each key drawn uniformly from
    ``keys`` keys (``k0`` … ``k<keys-1>``; only the first ``streams`` have a stream), value
    ``{"t":<monotonic_ns>,"n":<that key's own sequence number>}``, partitioned by key;
-4. after a drain, per case: **owed** (messages produced for a key with a stream), received,
+5. after a drain, per case: **owed** (messages produced for a key with a stream), received,
    **duplicates** (a sequence number the stream had already had), **lost**
    (owed - (received - duplicates)), gaps, latency from produce to receive, the gateway's CPU
    as a share of one core over the produce-and-drain window, and the busiest client process's
    CPU share (``client_saturated`` above :data:`~ssegate_lab.bench.validity.SATURATED_SHARE`).
 
-A case is complete when nothing was lost or duplicated and no stream closed early. With
+A case is complete when nothing was lost, duplicated or misdelivered and no stream closed
+early. With
 ``baseline_src`` every case runs again, in the same run, on a gateway imported from another
 source tree (a checkout of an earlier commit), so before and after are measured side by side.
 ``repeat`` runs each case that many times; the summary takes medians.
@@ -77,6 +84,7 @@ def run_keyed(
     rss_every: float = 0.0,
     history: int = 0,
     h2_streams: int = 0,
+    warmup: float = 0.0,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
@@ -86,8 +94,8 @@ def run_keyed(
     producing (a soak: does memory stay flat?). ``history`` messages are produced before the
     streams open, so each opens over a cache that holds them and is owed its key's share (what
     does opening a filtered stream over a full cache cost?). ``h2_streams`` > 0 holds that many
-    streams on each HTTP/2 connection. ``progress`` gets the results so far after every
-    case."""
+    streams on each HTTP/2 connection. ``warmup`` s of messages no stream wants come before
+    the measured window. ``progress`` gets the results so far after every case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
@@ -103,6 +111,7 @@ def run_keyed(
         "gateway_workers": workers,
         "default_offset": default_offset or "historical",
         "history": history,
+        "warmup_s": warmup,
         "protocol": f"h2c, {h2_streams} streams per connection" if h2_streams else "http/1.1",
         "baseline_src": str(baseline_src) if baseline_src else None,
         "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
@@ -118,8 +127,10 @@ def run_keyed(
                 )
                 # a fresh gateway per case: one that fell behind cannot slow the next case
                 with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
-                    case = _case(gateway, ports.plain, broker.bootstrap, topic, count,
-                                 rate, duration, keys, rss_every, history, h2_streams)  # fmt: skip
+                    case = _case(
+                        gateway, ports.plain, broker.bootstrap, topic, count, rate, duration,
+                        keys, rss_every, history, h2_streams, warmup,
+                    )  # fmt: skip
                 case["gateway"] = variant
                 results["cases"].append(case)
                 print(json.dumps(_brief(case)), flush=True)
@@ -141,13 +152,15 @@ def _case(
     rss_every: float = 0.0,
     history: int = 0,
     h2_streams: int = 0,
+    warmup: float = 0.0,
 ) -> dict[str, Any]:
     sequence = [0] * keys
+    producer = new_producer(bootstrap)
     history_owed = 0
     if history:
         history_rate = max(rate, HISTORY_RATE)
         _, history_owed = _produce_keyed(
-            bootstrap, topic, history_rate, history / history_rate, keys, count, sequence
+            producer, topic, history_rate, history / history_rate, keys, count, sequence
         )
         time.sleep(SETTLE_SECONDS)  # the gateway's fetch caches it meanwhile
     clients = [
@@ -177,9 +190,14 @@ def _case(
         time.sleep(SETTLE_SECONDS)
         for client in clients:
             client.report()  # forget anything counted while opening
+        misdelivered = 0
+        if warmup > 0:
+            _produce_unwanted(producer, topic, rate, warmup, keys)
+            time.sleep(SETTLE_SECONDS)
+            misdelivered = sum(client.report().received for client in clients)
         before = gateway.sample()
         rss = _RssSamples(gateway, rss_every)
-        produced, owed = _produce_keyed(bootstrap, topic, rate, duration, keys, count, sequence)
+        produced, owed = _produce_keyed(producer, topic, rate, duration, keys, count, sequence)
         rss.stop()
         time.sleep(DRAIN_SECONDS)
         after = gateway.sample()
@@ -213,8 +231,10 @@ def _case(
         "gaps": sum(d.gaps for d in deliveries),
         "late": sum(d.late for d in deliveries),
         "closed_early": sum(d.closed_early for d in deliveries),
+        "misdelivered": misdelivered,
         "complete": lost == 0
         and duplicates == 0
+        and misdelivered == 0
         and failed == 0
         and not any(d.closed_early for d in deliveries),
         "latency_ms": latency,
@@ -290,7 +310,7 @@ def _await_history(clients: list[HeldStreams], owed: int, started: float) -> _Re
 
 
 def _produce_keyed(
-    bootstrap: str,
+    producer: Any,
     topic: str,
     rate: float,
     duration: float,
@@ -311,8 +331,19 @@ def _produce_keyed(
         owed += key < streamed
         return b"k%d" % key, value
 
-    produced = produce_at_rate(new_producer(bootstrap), topic, rate, duration, keyed=message)
+    produced = produce_at_rate(producer, topic, rate, duration, keyed=message)
     return produced.messages, owed
+
+
+def _produce_unwanted(producer: Any, topic: str, rate: float, duration: float, keys: int) -> None:
+    """``rate`` messages/s for ``duration`` s under keys no stream filters on (``w<j>``, spread
+    over the partitions like the measured ones), stamped like them."""
+    pick = random.Random(20261127).randrange
+
+    def message(stamp: int) -> tuple[bytes, bytes]:
+        return b"w%d" % pick(keys), b'{"t":%d,"n":0}' % stamp
+
+    produce_at_rate(producer, topic, rate, duration, keyed=message)
 
 
 def _commit_of(tree: Path) -> str | None:

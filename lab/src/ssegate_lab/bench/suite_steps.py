@@ -256,7 +256,7 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 " --ladder-rates none",
                 300,
             ),
-            "keyed": ("--streams 20 --keys 40 --rate 100 --duration 1 --repeat 1", 180),
+            "keyed": ("--streams 20 --keys 40 --rate 100 --duration 1 --repeat 1 --warmup 1", 180),
         },
         runs=1,
     ),
@@ -285,7 +285,7 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 " --ladder-budget 150",
                 300,
             ),
-            "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1", 120),
+            "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1 --warmup 3", 120),
             # the targets below at small sizes: their figures, and "not measured" at the
             # targets' sizes (the latency of the pipeline has no size: it is judged)
             "kafka-fanout": (
@@ -304,11 +304,12 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 180,
             ),
             "keyed-100k": (
-                "--streams 2000 --keys 4000 --rate 5000 --duration 5 --repeat 1 --workers 2",
+                "--streams 2000 --keys 4000 --rate 5000 --duration 5 --repeat 1 --workers 2"
+                " --warmup 3",
                 180,
             ),
             "keyed-soak": (
-                "--streams 1000 --rate 1160 --duration 30 --repeat 1 --rss-every 3",
+                "--streams 1000 --rate 1160 --duration 30 --repeat 1 --rss-every 3 --warmup 3",
                 180,
             ),
             # three Kafka nodes
