@@ -28,9 +28,9 @@ streams and most streams want nothing from most batches. Per case:
    CPU share (``client_saturated`` above :data:`~ssegate_lab.bench.validity.SATURATED_SHARE`).
 
 A case is complete when nothing was lost, duplicated or misdelivered and no stream closed
-early. With
-``baseline_src`` every case runs again, in the same run, on a gateway imported from another
-source tree (a checkout of an earlier commit), so before and after are measured side by side.
+early. With ``baseline_src`` every case runs again, in the same run, on a gateway imported from
+another source tree (a checkout of an earlier commit), so before and after are measured side by
+side.
 ``repeat`` runs each case that many times; the summary takes medians.
 """
 
@@ -190,9 +190,9 @@ def _case(
         time.sleep(SETTLE_SECONDS)
         for client in clients:
             client.report()  # forget anything counted while opening
-        misdelivered = 0
+        misdelivered = warmed = 0
         if warmup > 0:
-            _produce_unwanted(producer, topic, rate, warmup, keys)
+            warmed = _produce_unwanted(producer, topic, rate, warmup, keys)
             time.sleep(SETTLE_SECONDS)
             misdelivered = sum(client.report().received for client in clients)
         before = gateway.sample()
@@ -231,6 +231,7 @@ def _case(
         "gaps": sum(d.gaps for d in deliveries),
         "late": sum(d.late for d in deliveries),
         "closed_early": sum(d.closed_early for d in deliveries),
+        "warmup_produced": warmed,
         "misdelivered": misdelivered,
         "complete": lost == 0
         and duplicates == 0
@@ -335,15 +336,15 @@ def _produce_keyed(
     return produced.messages, owed
 
 
-def _produce_unwanted(producer: Any, topic: str, rate: float, duration: float, keys: int) -> None:
+def _produce_unwanted(producer: Any, topic: str, rate: float, duration: float, keys: int) -> int:
     """``rate`` messages/s for ``duration`` s under keys no stream filters on (``w<j>``, spread
-    over the partitions like the measured ones), stamped like them."""
+    over the partitions like the measured ones), stamped like them; how many."""
     pick = random.Random(20261127).randrange
 
     def message(stamp: int) -> tuple[bytes, bytes]:
         return b"w%d" % pick(keys), b'{"t":%d,"n":0}' % stamp
 
-    produce_at_rate(producer, topic, rate, duration, keyed=message)
+    return produce_at_rate(producer, topic, rate, duration, keyed=message).messages
 
 
 def _commit_of(tree: Path) -> str | None:
