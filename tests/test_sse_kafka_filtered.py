@@ -6,14 +6,21 @@ random and reconnect with the last id their parser committed, which is sometimes
 point a keep-alive carried (``keepalive: 1`` so that quiet streams get one every second).
 Every stream must end up with exactly its messages: none lost, none twice, in order per
 partition.
+
+The gateway runs with one worker and with two. With two, the workers share one fetch
+(:mod:`ssegate.bindings.kafka.host_fetch`): the kernel hands each reconnect to either worker, so
+a stream resumes on the worker that did not read Kafka as often as on the one that did, and the
+topic (made for the test) is started by whichever worker its first stream reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -31,6 +38,10 @@ pytestmark = pytest.mark.integration
 
 CONFIG = """\
 name: filtered
+telemetry:
+  exporters:
+    logs:
+      type: stdout
 bindings:
   north_tcp_server:
     type: tcp
@@ -92,13 +103,23 @@ TOTAL = 600
 KEYS = 10
 
 
-@pytest.fixture(scope="module")
-def gateway(kafka_broker: BrokerInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+@dataclass(frozen=True)
+class Served:
+    port: int
+    process: GatewayProcess
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-worker", "two-workers"])
+def served(
+    request: pytest.FixtureRequest,
+    kafka_broker: BrokerInfo,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Served]:
     port = free_port()
     config = tmp_path_factory.mktemp("filtered") / "zilla.yaml"
     config.write_text(CONFIG.format(port=port, bootstrap=kafka_broker.bootstrap))
-    with GatewayProcess(config):
-        yield port
+    with GatewayProcess(config, workers=request.param, history=100_000) as process:
+        yield Served(port, process)
 
 
 def new_topic(bootstrap: str) -> str:
@@ -167,8 +188,9 @@ async def follow(
 
 
 def test_filtered_streams_resume_exactly_across_reconnects_and_keepalive_ids(
-    gateway: int, kafka_broker: BrokerInfo
+    served: Served, kafka_broker: BrokerInfo
 ) -> None:
+    gateway = served.port
     topic = new_topic(kafka_broker.bootstrap)
     rng = random.Random(14)
 
@@ -197,3 +219,9 @@ def test_filtered_streams_resume_exactly_across_reconnects_and_keepalive_ids(
             assert mine == sorted(mine), (name, partition)
         assert reconnects >= 6, name
         assert from_keepalive >= 1, f"{name}: no reconnect resumed from a keep-alive id"
+    roles = sorted(
+        json.loads(line)["role"]
+        for line in list(served.process.output)
+        if '"kafka.shared_fetch"' in line
+    )
+    assert roles == ([] if served.process.workers == 1 else ["follower", "leader"])

@@ -19,6 +19,7 @@ from ssegate.config.model import Binding, Component, Config
 from ssegate.telemetry.metrics import Metrics
 
 if TYPE_CHECKING:
+    from ssegate.bindings.kafka.host_fetch import SharedFetchEnd
     from ssegate.catalogs import CatalogSet
     from ssegate.guards.guard import Guard
     from ssegate.vaults.vault import Vault
@@ -80,3 +81,7 @@ class BuildContext(Protocol):
 
     def binding(self, name: str) -> Binding:
         """The raw config of binding ``name``."""
+
+    def shared_fetch(self, binding: str) -> SharedFetchEnd | None:
+        """This worker's end of kafka cache server ``binding``'s one fetch per host, when it
+        runs among several workers (:mod:`ssegate.bindings.kafka.host_fetch`)."""

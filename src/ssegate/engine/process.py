@@ -3,9 +3,10 @@
 With one worker the gateway runs in this process (with ``SO_REUSEPORT`` when asked, so that
 independent ``start`` processes share the ports). With more, this process forks the workers
 (each opens its own listeners with ``SO_REUSEPORT``, so the kernel spreads connections across
-them), forwards SIGINT/SIGTERM, and exits once they have drained. Processes sharing ports pass
-HTTP/1.1 challenge answers to each other (:mod:`ssegate.guards.relay`). A worker that fails to start
-stops the others: the gateway is up whole or not at all.
+them), forwards SIGINT/SIGTERM, and exits once they have drained. The workers read Kafka
+through one fetch, worker 0's (:mod:`ssegate.bindings.kafka.host_fetch`). Processes sharing
+ports pass HTTP/1.1 challenge answers to each other (:mod:`ssegate.guards.relay`). A worker that
+fails to start stops the others: the gateway is up whole or not at all.
 
 Every held connection is a file descriptor, so before anything listens the soft
 ``RLIMIT_NOFILE`` is raised to the hard limit (the workers inherit it), and each worker logs the
@@ -23,9 +24,11 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ssegate.bindings.kafka import host_fetch
+from ssegate.bindings.kafka.host_fetch import SharedFetchEnd
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
 from ssegate.engine import allocator
@@ -105,20 +108,27 @@ def _log_open_files_limit() -> None:
 
 
 def _run_worker(
-    config: Config, *, reuse_port: bool, on_ready: Callable[[Runtime], None] | None
+    config: Config,
+    *,
+    reuse_port: bool,
+    on_ready: Callable[[Runtime], None] | None,
+    shared_fetch: Mapping[str, SharedFetchEnd] | None = None,
 ) -> int:
     install_event_loop()
-    return asyncio.run(_worker_main(config, reuse_port, on_ready))
+    return asyncio.run(_worker_main(config, reuse_port, on_ready, shared_fetch))
 
 
 async def _worker_main(
-    config: Config, reuse_port: bool, on_ready: Callable[[Runtime], None] | None
+    config: Config,
+    reuse_port: bool,
+    on_ready: Callable[[Runtime], None] | None,
+    shared_fetch: Mapping[str, SharedFetchEnd] | None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
-    runtime = Runtime(config)
+    runtime = Runtime(config, shared_fetch=shared_fetch)
     try:
         await runtime.start(reuse_port=reuse_port)
     except ConfigError as exc:
@@ -140,6 +150,7 @@ async def _worker_main(
 
 def _supervise(config: Config, workers: int, on_ready: Callable[[Runtime], None] | None) -> int:
     children: list[int] = []
+    sockets = host_fetch.plan(config, workers)
     for index in range(workers):
         pid = os.fork()
         if pid == 0:  # the worker
@@ -150,10 +161,12 @@ def _supervise(config: Config, workers: int, on_ready: Callable[[Runtime], None]
                     config,
                     reuse_port=True,
                     on_ready=on_ready if index == 0 else None,
+                    shared_fetch=sockets.take(index),
                 )
             finally:
                 os._exit(status)
         children.append(pid)
+    sockets.close()
 
     stop_requested = False
 

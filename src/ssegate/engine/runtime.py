@@ -17,7 +17,7 @@ import contextlib
 import os
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -39,6 +39,7 @@ from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.selection import MetricSelection
 
 if TYPE_CHECKING:
+    from ssegate.bindings.kafka.host_fetch import SharedFetchEnd
     from ssegate.catalogs import CatalogSet
     from ssegate.guards.guard import Guard
     from ssegate.guards.relay import AnswerRelay
@@ -100,8 +101,15 @@ class Closable(Protocol):
 class Runtime:
     """One process's gateway: built bindings, listeners and exporters."""
 
-    def __init__(self, config: Config, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        metrics: Metrics | None = None,
+        *,
+        shared_fetch: Mapping[str, SharedFetchEnd] | None = None,
+    ) -> None:
         self._config = config
+        self._shared_fetch = dict(shared_fetch or {})
         self._metrics = metrics or Metrics()
         self._built: dict[str, object] = {}
         self._building: set[str] = set()
@@ -125,6 +133,9 @@ class Runtime:
 
     def binding(self, name: str) -> Binding:
         return self._config.bindings[name]
+
+    def shared_fetch(self, binding: str) -> SharedFetchEnd | None:
+        return self._shared_fetch.get(binding)
 
     def component(self, kind: str, name: str) -> Component:
         table: dict[str, dict[str, Component]] = {

@@ -25,6 +25,9 @@ class Context:
     def binding(self, name: str) -> Binding:
         return Binding(name, "tcp", "client")
 
+    def shared_fetch(self, binding: str) -> None:
+        return None  # one worker
+
 
 def test_servers_and_sasl_become_the_librdkafka_configuration() -> None:
     options = {

@@ -19,6 +19,10 @@ Design:
   The loop time that takes sets how long the thread gathers records before its next batch
   (:mod:`~.fanout_pace`): a costly fan-out gets fewer, larger batches, a cheap one each record
   at once.
+- **One fetch per host.** Under ``start --workers N``, worker 0's fetch thread reads for every
+  worker and the others read its events instead (:mod:`~.host_fetch`); each keeps its own
+  cache, catch-up reader and fan-out. A follower starts the feed of every topic the leader
+  starts, asked for there or not, so every worker caches the same records from the same offsets.
 - **Cache.** Per partition, bounded by ``cache.max-bytes`` (per topic, split evenly over its
   partitions) and ``cache.max-age``; compacted topics (``cleanup.policy`` read with the admin
   API) keep the latest value per key (:mod:`~.partition_cache`).
@@ -62,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -85,6 +90,7 @@ from ssegate.bindings.kafka.fetch_events import (
 )
 from ssegate.bindings.kafka.fetcher import FetchThread
 from ssegate.bindings.kafka.handover import Handover
+from ssegate.bindings.kafka.host_fetch import LeaderEnd, SharedFetchEnd
 from ssegate.bindings.kafka.message_check import MessageCheck, all_of
 from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
 from ssegate.bindings.kafka.repeats import DEFAULT_HORIZON
@@ -125,6 +131,7 @@ class KafkaCacheServer:
         bounds: CacheBounds | None = None,
         metrics: Metrics | None = None,
         metadata_interval: float = 5.0,
+        shared: SharedFetchEnd | None = None,
     ) -> None:
         self.name = name
         self.client = client
@@ -139,8 +146,12 @@ class KafkaCacheServer:
         )
         self._fetcher = FetchThread(
             client, self._handover.put, self._checks, metadata_interval=metadata_interval,
-            repeat_horizon=self.bounds.repeat_horizon, name=f"kafka-fetch-{name}",
+            repeat_horizon=self.bounds.repeat_horizon, name=f"kafka-fetch-{name}", shared=shared,
         )  # fmt: skip
+        self._shared_role = (
+            None if shared is None else "leader" if isinstance(shared, LeaderEnd) else "follower"
+        )
+        """Logged by the first hand-over (``kafka.shared_fetch``), when the exporters run."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._feeds: dict[str, TopicFeed] = {}
         self._known_topics: frozenset[str] = frozenset()
@@ -205,22 +216,25 @@ class KafkaCacheServer:
     def _feed(self, topic: str) -> TopicFeed:
         feed = self._feeds.get(topic)
         if feed is None:
-            hooks = FeedHooks(
-                schedule=self._schedule,
-                catch_up=self._catch_up,
-                end_catch_up=self._end_catch_up,
-                now=time.monotonic,
-                on_fetched=self._count_fetched,
-                subscribers_changed=self._count_subscribers,
-            )
-            feed = TopicFeed(
-                topic, hooks, max_bytes=self.bounds.max_bytes, max_age=self.bounds.max_age
-            )
-            if not self._available:
-                feed.on_status(False, self._reason)
-            self._feeds[topic] = feed
+            feed = self._new_feed(topic)
             default = self.default_offsets.get(topic, "historical")
             self._fetcher.send(StartTopic(topic, default))
+        return feed
+
+    def _new_feed(self, topic: str) -> TopicFeed:
+        """A feed for ``topic``, waiting for the fetch to start it."""
+        hooks = FeedHooks(
+            schedule=self._schedule,
+            catch_up=self._catch_up,
+            end_catch_up=self._end_catch_up,
+            now=time.monotonic,
+            on_fetched=self._count_fetched,
+            subscribers_changed=self._count_subscribers,
+        )
+        feed = TopicFeed(topic, hooks, max_bytes=self.bounds.max_bytes, max_age=self.bounds.max_age)
+        if not self._available:
+            feed.on_status(False, self._reason)
+        self._feeds[topic] = feed
         return feed
 
     # -- hooks the feeds call ------------------------------------------------------------------
@@ -297,6 +311,10 @@ class KafkaCacheServer:
     def _on_events(self, events: list[Event], joined: int) -> None:
         if self._closed:
             return
+        if self._shared_role is not None:
+            log.event("kafka.shared_fetch", binding=self.name, role=self._shared_role,
+                      pid=os.getpid())  # fmt: skip
+            self._shared_role = None
         if joined:
             self.metrics.inc("ssegate.kafka.fetch.batches_joined", self.name, joined)
         handed_over = 0.0
@@ -348,7 +366,10 @@ class KafkaCacheServer:
         log.event("kafka.topic_started", binding=self.name, topic=event.topic,
                   partitions=len(event.starts), compacted=event.compacted)  # fmt: skip
         self._warned_missing.discard(event.topic)
-        self._feeds[event.topic].on_started(event.starts, event.ends, event.compacted)
+        feed = self._feeds.get(event.topic)
+        if feed is None:  # a follower: another worker's stream asked for it
+            feed = self._new_feed(event.topic)
+        feed.on_started(event.starts, event.ends, event.compacted)
 
     def _on_status(self, event: BrokerStatus) -> None:
         self._available = event.available
@@ -439,6 +460,7 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
         checks=build_topic_checks(topics, f"{where}.topics", ctx.catalogs),
         bounds=CacheBounds(max_bytes, max_age, repeat_horizon),
         metrics=ctx.metrics,
+        shared=ctx.shared_fetch(binding.name),
     )
     try:
         asyncio.get_running_loop()

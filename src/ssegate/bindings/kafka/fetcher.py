@@ -26,6 +26,11 @@ itself and the consumers keep their positions, so nothing is lost or repeated. I
 one node going away is seen in the metadata: the brokers it lists and the partitions' leaders
 (:mod:`~.cluster_view`), reported as :class:`~.fetch_events.ClusterChanged`; librdkafka
 follows a partition to its new leader by itself, from the position it had.
+
+Under ``start --workers N`` the workers share one shared fetch (:mod:`~.host_fetch`): the
+thread of worker 0 also writes what its shared fetch produced to the others and starts the
+topics they ask for; the thread of every other worker has no shared-fetch consumer and reads
+the leader's events instead, keeping its own catch-up reader.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from ssegate.bindings.kafka.fetch_events import (
     TopicsListed,
     TopicStarted,
 )
+from ssegate.bindings.kafka.host_fetch import FollowerEnd, LeaderEnd, SharedFetchEnd
 from ssegate.bindings.kafka.message_check import MessageCheck
 from ssegate.bindings.kafka.repeats import Repeat, RepeatFilter, record_id
 from ssegate.kafka.topics import KafkaMessage
@@ -102,8 +108,13 @@ class FetchThread:
         metadata_interval: float = 5.0,
         repeat_horizon: int = 0,
         name: str = "kafka-fetch",
+        shared: SharedFetchEnd | None = None,
     ) -> None:
         self._client = client
+        self._leader = shared if isinstance(shared, LeaderEnd) else None
+        """Set in worker 0 of several: the followers this thread's shared fetch is for."""
+        self._follower = shared if isinstance(shared, FollowerEnd) else None
+        """Set in the other workers: where the shared fetch's events come from."""
         self._repeat_horizon = repeat_horizon
         """Offsets back within which an id makes a record a repeat (:mod:`~.repeats`); 0: no
         record is a repeat."""
@@ -139,7 +150,8 @@ class FetchThread:
     # -- called from the loop ----------------------------------------------------------------
 
     def start(self) -> None:
-        self._fetch = Consumer(self._consumer_config("fetch"))
+        if self._follower is None:
+            self._fetch = Consumer(self._consumer_config("fetch"))
         self._lookup = AdminClient(self._client.admin_config())
         self._thread.start()
 
@@ -179,18 +191,23 @@ class FetchThread:
         return config
 
     def _run(self) -> None:
-        assert self._fetch is not None
         next_metadata = 0.0
         try:
             while not self._stopping.is_set():
                 self._apply_commands()
-                now = time.monotonic()
-                if now >= next_metadata:
-                    self._refresh_metadata()
-                    interval = self._metadata_interval if self._available else DOWN_PROBE_TIMEOUT
-                    next_metadata = time.monotonic() + interval
                 busy = bool(self._catch_up_next)
-                self._read(self._fetch, BUSY_WAIT if busy else IDLE_WAIT, catch_up=False)
+                if self._follower is not None:
+                    self._read_leader(self._follower, BUSY_WAIT if busy else IDLE_WAIT)
+                else:
+                    assert self._fetch is not None
+                    now = time.monotonic()
+                    if now >= next_metadata:
+                        self._refresh_metadata()
+                        interval = (
+                            self._metadata_interval if self._available else DOWN_PROBE_TIMEOUT
+                        )
+                        next_metadata = time.monotonic() + interval
+                    self._read(self._fetch, BUSY_WAIT if busy else IDLE_WAIT, catch_up=False)
                 if busy and self._catch_up is not None:
                     self._read(self._catch_up, BUSY_WAIT, catch_up=True)
                 self._flush()
@@ -198,11 +215,26 @@ class FetchThread:
             for consumer in (self._fetch, self._catch_up):
                 if consumer is not None:
                     consumer.close()
+            for end in (self._leader, self._follower):
+                if end is not None:
+                    end.close()
 
     def _flush(self) -> None:
         if self._pending:
             events, self._pending = self._pending, []
+            if self._leader is not None:
+                self._leader.broadcast(events)
             self._deliver(events)
+
+    def _read_leader(self, follower: FollowerEnd, timeout: float) -> None:
+        """A follower's pass: the leader's events, as if this thread had fetched them."""
+        if not follower.connected:
+            time.sleep(timeout)
+            return
+        for event in follower.read(timeout):
+            if isinstance(event, BrokerStatus):
+                self._available = event.available
+            self._pending.append(event)
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
@@ -214,13 +246,20 @@ class FetchThread:
             self._pending.append(BrokerStatus(available, reason))
 
     def _apply_commands(self) -> None:
+        if self._leader is not None:
+            for asked in self._leader.commands():
+                if asked.topic not in self._topics and asked.topic not in self._waiting:
+                    self._waiting[asked.topic] = asked
+                    self._start_topic(asked)
         while True:
             try:
                 command = self._commands.get_nowait()
             except queue.Empty:
                 return
             if isinstance(command, StartTopic):
-                if command.topic not in self._topics:
+                if self._follower is not None:
+                    self._follower.ask(command)  # the leader starts it for every worker
+                elif command.topic not in self._topics:
                     self._waiting[command.topic] = command
                     self._start_topic(command)
             elif isinstance(command, CatchUp):
