@@ -19,8 +19,8 @@ from ssegate.config.model import Binding, Component, Config
 from ssegate.telemetry.metrics import Metrics
 
 if TYPE_CHECKING:
-    from ssegate.bindings.kafka.host_fetch import SharedFetchEnd
     from ssegate.catalogs import CatalogSet
+    from ssegate.engine.worker_links import WorkerLink
     from ssegate.guards.guard import Guard
     from ssegate.vaults.vault import Vault
 
@@ -82,6 +82,6 @@ class BuildContext(Protocol):
     def binding(self, name: str) -> Binding:
         """The raw config of binding ``name``."""
 
-    def shared_fetch(self, binding: str) -> SharedFetchEnd | None:
-        """This worker's end of kafka cache server ``binding``'s one fetch per host, when it
-        runs among several workers (:mod:`ssegate.bindings.kafka.host_fetch`)."""
+    def worker_link(self, binding: str) -> WorkerLink | None:
+        """This worker's links to the other workers for ``binding``, when it is one of several
+        and the binding's kind is linked (:mod:`ssegate.engine.worker_links`)."""

@@ -3,8 +3,8 @@
 With one worker the gateway runs in this process (with ``SO_REUSEPORT`` when asked, so that
 independent ``start`` processes share the ports). With more, this process forks the workers
 (each opens its own listeners with ``SO_REUSEPORT``, so the kernel spreads connections across
-them), forwards SIGINT/SIGTERM, and exits once they have drained. The workers read Kafka
-through one fetch, worker 0's (:mod:`ssegate.bindings.kafka.host_fetch`). Processes sharing
+them), forwards SIGINT/SIGTERM, and exits once they have drained. Bindings that do their work
+once per host are linked to worker 0 before the fork (:mod:`.worker_links`). Processes sharing
 ports pass HTTP/1.1 challenge answers to each other (:mod:`ssegate.guards.relay`). A worker that
 fails to start stops the others: the gateway is up whole or not at all.
 
@@ -27,13 +27,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ssegate.bindings.kafka import host_fetch
-from ssegate.bindings.kafka.host_fetch import SharedFetchEnd
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
-from ssegate.engine import allocator
+from ssegate.engine import allocator, worker_links
 from ssegate.engine.collector import LongLivedObjects
 from ssegate.engine.runtime import Runtime
+from ssegate.engine.worker_links import WorkerLink
 from ssegate.telemetry import log
 
 DRAIN_SECONDS = 3.0
@@ -112,23 +111,23 @@ def _run_worker(
     *,
     reuse_port: bool,
     on_ready: Callable[[Runtime], None] | None,
-    shared_fetch: Mapping[str, SharedFetchEnd] | None = None,
+    links: Mapping[str, WorkerLink] | None = None,
 ) -> int:
     install_event_loop()
-    return asyncio.run(_worker_main(config, reuse_port, on_ready, shared_fetch))
+    return asyncio.run(_worker_main(config, reuse_port, on_ready, links))
 
 
 async def _worker_main(
     config: Config,
     reuse_port: bool,
     on_ready: Callable[[Runtime], None] | None,
-    shared_fetch: Mapping[str, SharedFetchEnd] | None,
+    links: Mapping[str, WorkerLink] | None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
-    runtime = Runtime(config, shared_fetch=shared_fetch)
+    runtime = Runtime(config, links=links)
     try:
         await runtime.start(reuse_port=reuse_port)
     except ConfigError as exc:
@@ -150,7 +149,7 @@ async def _worker_main(
 
 def _supervise(config: Config, workers: int, on_ready: Callable[[Runtime], None] | None) -> int:
     children: list[int] = []
-    sockets = host_fetch.plan(config, workers)
+    links = worker_links.plan(config, workers)
     for index in range(workers):
         pid = os.fork()
         if pid == 0:  # the worker
@@ -161,12 +160,12 @@ def _supervise(config: Config, workers: int, on_ready: Callable[[Runtime], None]
                     config,
                     reuse_port=True,
                     on_ready=on_ready if index == 0 else None,
-                    shared_fetch=sockets.take(index),
+                    links=links.take(index),
                 )
             finally:
                 os._exit(status)
         children.append(pid)
-    sockets.close()
+    links.close()
 
     stop_requested = False
 

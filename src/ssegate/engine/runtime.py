@@ -39,8 +39,8 @@ from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.selection import MetricSelection
 
 if TYPE_CHECKING:
-    from ssegate.bindings.kafka.host_fetch import SharedFetchEnd
     from ssegate.catalogs import CatalogSet
+    from ssegate.engine.worker_links import WorkerLink
     from ssegate.guards.guard import Guard
     from ssegate.guards.relay import AnswerRelay
     from ssegate.vaults.vault import Vault
@@ -106,10 +106,10 @@ class Runtime:
         config: Config,
         metrics: Metrics | None = None,
         *,
-        shared_fetch: Mapping[str, SharedFetchEnd] | None = None,
+        links: Mapping[str, WorkerLink] | None = None,
     ) -> None:
         self._config = config
-        self._shared_fetch = dict(shared_fetch or {})
+        self._links = dict(links or {})
         self._metrics = metrics or Metrics()
         self._built: dict[str, object] = {}
         self._building: set[str] = set()
@@ -134,8 +134,8 @@ class Runtime:
     def binding(self, name: str) -> Binding:
         return self._config.bindings[name]
 
-    def shared_fetch(self, binding: str) -> SharedFetchEnd | None:
-        return self._shared_fetch.get(binding)
+    def worker_link(self, binding: str) -> WorkerLink | None:
+        return self._links.get(binding)
 
     def component(self, kind: str, name: str) -> Component:
         table: dict[str, dict[str, Component]] = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
 
@@ -25,11 +24,11 @@ from ssegate.bindings.kafka.host_fetch import (
     decode_events,
     encode_command,
     encode_events,
+    end_of,
     frame,
-    plan,
 )
 from ssegate.bindings.kafka.repeats import Repeat
-from ssegate.config.loader import load_config
+from ssegate.engine.worker_links import WorkerLink
 from ssegate.kafka.topics import KafkaMessage
 
 LIVE = Fetched(
@@ -136,56 +135,14 @@ def test_the_leader_stops_writing_to_a_follower_that_is_gone() -> None:
     assert followers[1].read(timeout=1.0)[0] == LIVE
 
 
-CONFIG = """\
-name: plan
-bindings:
-  cache_a:
-    type: kafka
-    kind: cache_server
-    exit: client
-  cache_b:
-    type: kafka
-    kind: cache_server
-    exit: client
-  client:
-    type: kafka
-    kind: client
-    options:
-      servers: [localhost:9092]
-    exit: tcp
-  tcp:
-    type: tcp
-    kind: client
-"""
-
-
-def test_the_plan_gives_worker_0_every_follower_and_each_follower_its_leader(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "zilla.yaml"
-    path.write_text(CONFIG)
-    config = load_config(path)
-    assert plan(config, 1).pairs == {}
-    made = plan(config, 3)
-    assert sorted(made.pairs) == ["cache_a", "cache_b"]
-    assert [len(pairs) for pairs in made.pairs.values()] == [2, 2]
-    # in worker 0: every leader side kept, every follower side closed
-    leader_ends = made.take(0)
-    assert all(isinstance(end, LeaderEnd) and end.followers == 2 for end in leader_ends.values())
-    for pairs in made.pairs.values():
-        assert [(mine.fileno() >= 0, theirs.fileno() >= 0) for mine, theirs in pairs] == [
-            (True, False),
-            (True, False),
-        ]
-    # in worker 2: only its own side of its own pair kept
-    other = plan(config, 3)
-    follower_ends = other.take(2)
-    assert all(isinstance(end, FollowerEnd) for end in follower_ends.values())
-    for pairs in other.pairs.values():
-        assert [(mine.fileno() >= 0, theirs.fileno() >= 0) for mine, theirs in pairs] == [
-            (False, False),
-            (False, True),
-        ]
-    for ends in (leader_ends, follower_ends):
-        for end in ends.values():
-            end.close()
+def test_worker_0s_link_is_the_leaders_end_and_every_others_a_followers() -> None:
+    first, other = socket.socketpair()
+    assert end_of(None) is None
+    leader = end_of(WorkerLink(0, (first,)))
+    follower = end_of(WorkerLink(1, (other,)))
+    assert isinstance(leader, LeaderEnd) and leader.followers == 1
+    assert isinstance(follower, FollowerEnd)
+    leader.broadcast([LIVE])
+    assert follower.read(timeout=1.0) == [LIVE]
+    leader.close()
+    follower.close()

@@ -25,7 +25,7 @@ class Context:
     def binding(self, name: str) -> Binding:
         return Binding(name, "tcp", "client")
 
-    def shared_fetch(self, binding: str) -> None:
+    def worker_link(self, binding: str) -> None:
         return None  # one worker
 
 

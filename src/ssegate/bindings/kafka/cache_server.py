@@ -90,7 +90,7 @@ from ssegate.bindings.kafka.fetch_events import (
 )
 from ssegate.bindings.kafka.fetcher import FetchThread
 from ssegate.bindings.kafka.handover import Handover
-from ssegate.bindings.kafka.host_fetch import LeaderEnd, SharedFetchEnd
+from ssegate.bindings.kafka.host_fetch import LeaderEnd, SharedFetchEnd, end_of
 from ssegate.bindings.kafka.message_check import MessageCheck, all_of
 from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
 from ssegate.bindings.kafka.repeats import DEFAULT_HORIZON
@@ -460,7 +460,7 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
         checks=build_topic_checks(topics, f"{where}.topics", ctx.catalogs),
         bounds=CacheBounds(max_bytes, max_age, repeat_horizon),
         metrics=ctx.metrics,
-        shared=ctx.shared_fetch(binding.name),
+        shared=end_of(ctx.worker_link(binding.name)),
     )
     try:
         asyncio.get_running_loop()

@@ -6,15 +6,16 @@ groups every record, whichever worker holds the streams that want it. With thous
 key-filtered streams spread over the workers, that per-record work is most of what the gateway
 does (docs/performance.md, "Key-filtered streams").
 
-So :func:`plan` makes, before the workers are forked, one Unix socket pair per cache server
-binding and follower worker. Worker 0 is the **leader**: its fetch thread
-(:class:`~.fetcher.FetchThread`) reads Kafka as before and, in the same pass, writes what its
-shared fetch produced to every follower (:meth:`LeaderEnd.broadcast`). Each other worker is a
-**follower**: its fetch thread has no shared-fetch consumer; it reads the leader's events from
-its socket (:meth:`FollowerEnd.read`) and hands them to its own loop exactly as if it had fetched
-them. A follower that needs a topic started sends a :class:`~.fetch_events.StartTopic` to the
-leader, which starts it for everyone; every follower hears every topic start, so each keeps the
-same cache from the same offsets as the leader and resumes any client from its event id.
+So the workers are linked before they are forked: one Unix socket pair per cache server binding
+and worker after the first (:mod:`ssegate.engine.worker_links`). Worker 0 is the **leader**:
+its fetch thread (:class:`~.fetcher.FetchThread`) reads Kafka as before and, in the same pass,
+writes what its shared fetch produced to every follower (:meth:`LeaderEnd.broadcast`). Each
+other worker is a **follower**: its fetch thread has no shared-fetch consumer; it reads the
+leader's events from its socket (:meth:`FollowerEnd.read`) and hands them to its own loop
+exactly as if it had fetched them. A follower that needs a topic started sends a
+:class:`~.fetch_events.StartTopic` to the leader, which starts it for everyone; every follower
+hears every topic start, so each keeps the same cache from the same offsets as the leader and
+resumes any client from its event id.
 
 What stays per worker: the catch-up reader (a client resuming from before the cache), the
 check whether a topic exists, and everything on the loop (cache, routing, writes).
@@ -25,10 +26,10 @@ the host: memory stays bounded and Kafka holds the rest, as with one worker. A w
 stops the gateway (:mod:`ssegate.engine.process`); a follower whose leader is gone reports the
 broker unavailable to its streams until then.
 
-The wire is private to the processes of one ``start``: the sockets are inherited across
-``fork`` and never have a name in the filesystem, so the frames (a 4-byte length and a pickle)
-are never read from anyone else. A batch of records travels as plain tuples, which pickle
-several times faster than the frozen dataclasses they are rebuilt into.
+The wire is private to the processes of one ``start`` (the links have no name in the
+filesystem), so its frames (a 4-byte length and a pickle) are never read from anyone else. A
+batch of records travels as plain tuples, which pickle several times faster than the frozen
+dataclasses they are rebuilt into.
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ import pickle
 import select
 import socket
 import struct
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import TypeVar
 
 from ssegate.bindings.kafka.fetch_events import (
@@ -51,14 +51,11 @@ from ssegate.bindings.kafka.fetch_events import (
     StartTopic,
 )
 from ssegate.bindings.kafka.repeats import Repeat
-from ssegate.config.model import Config
+from ssegate.engine.worker_links import WorkerLink
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.telemetry import log
 
 LENGTH = struct.Struct(">I")
-BUFFER_BYTES = 4 << 20
-"""Each socket's kernel buffer: a few batches, so a follower's short pause does not stop the
-leader."""
 READ_BYTES = 1 << 20
 LEADER_GONE = "the worker that fetches for this host stopped"
 
@@ -269,56 +266,11 @@ class FollowerEnd:
 SharedFetchEnd = LeaderEnd | FollowerEnd
 
 
-# -- the plan made before the workers fork --------------------------------------------------------
-
-
-@dataclass
-class SharedFetchPlan:
-    """Per cache server binding, one socket pair per follower (workers 1 to N-1)."""
-
-    pairs: Mapping[str, list[tuple[socket.socket, socket.socket]]]
-
-    def take(self, worker: int) -> dict[str, SharedFetchEnd]:
-        """Worker ``worker``'s ends (call in that worker, after the fork); the others are
-        closed there."""
-        ends: dict[str, SharedFetchEnd] = {}
-        for binding, pairs in self.pairs.items():
-            mine: list[socket.socket] = []
-            for follower, (leader_side, follower_side) in enumerate(pairs, start=1):
-                if worker == 0:
-                    mine.append(leader_side)
-                    follower_side.close()
-                elif worker == follower:
-                    mine.append(follower_side)
-                    leader_side.close()
-                else:
-                    leader_side.close()
-                    follower_side.close()
-            ends[binding] = LeaderEnd(mine) if worker == 0 else FollowerEnd(mine[0])
-        return ends
-
-    def close(self) -> None:
-        """Close every socket (the supervisor, once the workers have theirs)."""
-        for pairs in self.pairs.values():
-            for leader_side, follower_side in pairs:
-                leader_side.close()
-                follower_side.close()
-
-
-def plan(config: Config, workers: int) -> SharedFetchPlan:
-    """The sockets ``workers`` workers need to share each kafka cache server's fetch."""
-    names = [
-        name
-        for name, binding in config.bindings.items()
-        if binding.type == "kafka" and binding.kind == "cache_server"
-    ]
-    pairs: dict[str, list[tuple[socket.socket, socket.socket]]] = {}
-    for name in names if workers > 1 else ():
-        pairs[name] = []
-        for _ in range(workers - 1):
-            leader_side, follower_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            for sock in (leader_side, follower_side):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER_BYTES)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER_BYTES)
-            pairs[name].append((leader_side, follower_side))
-    return SharedFetchPlan(pairs)
+def end_of(link: WorkerLink | None) -> SharedFetchEnd | None:
+    """This worker's end of the shared fetch, from its :class:`~ssegate.engine.worker_links.
+    WorkerLink` (``None`` with one worker)."""
+    if link is None:
+        return None
+    if link.first:
+        return LeaderEnd(list(link.sockets))
+    return FollowerEnd(link.sockets[0])
