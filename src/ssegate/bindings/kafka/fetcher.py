@@ -237,6 +237,8 @@ class FetchThread:
             self._pending.append(event)
 
     def _on_error(self, error: KafkaError) -> None:
+        if self._follower is not None:
+            return  # whether the cluster answers is the shared fetch's (the leader's) to say
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self._set_available(False, error.str())
 
