@@ -157,6 +157,16 @@ class GatewayProcess:
                 return lines
             time.sleep(0.05)
 
+    def warnings(self, limit: int = 40, width: int = 400) -> list[str]:
+        """The gateway's last ``limit`` warning and error lines of its own (librdkafka's are
+        left out), each cut at ``width`` characters: what a result keeps of the log."""
+        mine = [
+            line[:width]
+            for line in list(self.output)
+            if (" WARNING " in line or " ERROR " in line) and not line.startswith("%")
+        ]
+        return mine[-limit:]
+
     def stop(self) -> int | None:
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode

@@ -64,6 +64,8 @@ STREAMS_PER_CLIENT = 9_000
 """Streams one client process holds (the open-file limit is 20,000 per process)."""
 SETTLE_SECONDS = 2.0
 DRAIN_SECONDS = 3.0
+GATEWAY_LINES = 5_000
+"""Output lines kept of each case's gateway, for the warnings its result keeps."""
 HISTORY_RATE = 50_000.0
 """Messages/s at which ``history`` is produced before the streams open."""
 HISTORY_WAIT_SECONDS = 120.0
@@ -126,7 +128,9 @@ def run_keyed(
                     Path(tmp), broker.bootstrap, [topic], keyed=True, default_offset=default_offset
                 )
                 # a fresh gateway per case: one that fell behind cannot slow the next case
-                with GatewayProcess(ports.config, env=env, workers=workers) as gateway:
+                with GatewayProcess(
+                    ports.config, env=env, workers=workers, history=GATEWAY_LINES
+                ) as gateway:
                     case = _case(
                         gateway, ports.plain, broker.bootstrap, topic, count, rate, duration,
                         keys, rss_every, history, h2_streams, warmup,
@@ -242,6 +246,7 @@ def _case(
         "gateway_cpu_share": round(gateway_cpu / window, 3),
         "gateway_us_per_message": round(gateway_cpu * 1e6 / max(1, produced), 1),
         "gateway_rss_mib": round(after.rss_bytes / 2**20, 1),
+        "gateway_warnings": gateway.warnings(),
         **validity.client_load([d.cpu_seconds for d in deliveries], window),
         **rss.summary(),
     }
