@@ -185,6 +185,9 @@ def test_cross_origin_answers_a_request_without_origin_with_a_wildcard(
     run(gateway, events, scenario)
 
 
+REFUSED_UPGRADES = 'ssegate_http1_upgrades_refused_total{binding="north_http_server"}'
+
+
 def h2c_request(target: str, settings: bytes | None) -> bytes:
     fields = f"GET {target} HTTP/1.1\r\nhost: localhost\r\nupgrade: h2c\r\n".encode()
     if settings is None:
@@ -237,6 +240,29 @@ def test_an_upgrade_without_one_valid_http2_settings_is_answered_as_http_1_1(
         assert head.startswith(b"HTTP/1.1 200 OK\r\n")
 
     run(gateway, events, scenario)
+
+
+def test_an_upgrade_with_settings_http2_forbids_is_refused_400_with_no_101(
+    gateway: Gateway,
+) -> None:
+    hostile = [b"AAIAAAAC", b"AASAAAAA", b"AAUAAAAB", b"AAUBAAAA"]  # push 2, window, frame sizes
+
+    async def scenario(upstream: Upstream) -> None:
+        before = await gateway.metric(REFUSED_UPGRADES)
+        for settings in hostile:
+            reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+            writer.write(h2c_request("/events/hostile", settings))
+            writer.write_eof()
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:80]
+            assert b"HTTP2-Settings: " in answer and b"101" not in answer
+        assert await gateway.metric(REFUSED_UPGRADES) == before + len(hostile)
+
+    run(gateway, events, scenario)
+    logged = gateway.process.logged("http.h1.upgrade_refused")
+    assert any("MAX_FRAME_SIZE may not be 1" in line for line in logged), logged
+    assert not gateway.process.logged("Fatal error", timeout=0.5)
 
 
 def test_an_h2c_upgrade_carries_its_body_into_stream_1(gateway: Gateway) -> None:

@@ -7,16 +7,19 @@ a filesystem. Each example writes bytes in arbitrary pieces, shuts its side, and
 gateway closes: the answer must begin with an HTTP/1.1 status line, or be nothing (a close);
 and no error or traceback may be logged meanwhile. The bytes are request heads built from the
 pieces that matter (methods, targets, versions, framing and auth headers, tokens with
-arbitrary JSON in them, bare CR and LF, pipelined requests), and arbitrary bytes.
+arbitrary JSON in them, bare CR and LF, pipelined requests), and arbitrary bytes; and h2c
+upgrades whose ``HTTP2-Settings`` carry arbitrary settings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import re
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -290,4 +293,44 @@ def test_any_credentials_on_a_guarded_route_are_answered_with_200_401_or_403(
     head = "\r\n".join([f"GET {target} HTTP/1.1", *lines])
     answer = exchange(port, f"{head}\r\n\r\n".encode("utf-8", "surrogatepass"), [])
     assert answer[:13] in (b"HTTP/1.1 200 ", b"HTTP/1.1 400 ", b"HTTP/1.1 401 ", b"HTTP/1.1 403 ")
+    assert problems.lines == []
+
+
+SETTING_CODES = st.sampled_from([0x1, 0x2, 0x3, 0x4, 0x5, 0x6, 0x8]) | st.integers(0, 0xFFFF)
+SETTING_VALUES = st.sampled_from(
+    [0, 1, 2, 2**14 - 1, 2**14, 2**24 - 1, 2**24, 2**31 - 1, 2**31, 2**32 - 1]
+) | st.integers(0, 2**32 - 1)
+ALLOWED = {
+    0x2: lambda v: v in (0, 1),  # ENABLE_PUSH
+    0x4: lambda v: v <= 2**31 - 1,  # INITIAL_WINDOW_SIZE
+    0x5: lambda v: 2**14 <= v <= 2**24 - 1,  # MAX_FRAME_SIZE
+    0x8: lambda v: v in (0, 1),  # ENABLE_CONNECT_PROTOCOL
+}
+"""RFC 9113 §6.5.2 and RFC 8441 §3: the settings values a server may accept from a client."""
+
+
+@FUZZ
+@given(settings=st.lists(st.tuples(SETTING_CODES, SETTING_VALUES), max_size=6))
+@example(settings=[(0x2, 2)])
+@example(settings=[(0x4, 2**31)])
+@example(settings=[(0x5, 1)])
+@example(settings=[(0x5, 2**24)])
+def test_an_h2c_upgrade_is_answered_101_or_400_naming_the_setting_whatever_its_settings(
+    gateway: tuple[int, LoggedProblems], settings: list[tuple[int, int]]
+) -> None:
+    port, problems = gateway
+    problems.lines.clear()
+    payload = b"".join(struct.pack("!HL", code, value) for code, value in settings)
+    head = (
+        b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nUpgrade: h2c\r\n"
+        b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: "
+        + base64.urlsafe_b64encode(payload).rstrip(b"=")
+        + b"\r\n\r\n"
+    )
+    answer = exchange(port, head, [])
+    if all(ALLOWED.get(code, lambda v: True)(value) for code, value in settings):
+        assert answer.startswith(b"HTTP/1.1 101 Switching Protocols\r\n"), answer[:120]
+    else:
+        assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:120]
+        assert b"HTTP2-Settings: " in answer
     assert problems.lines == []

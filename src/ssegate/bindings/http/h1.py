@@ -12,7 +12,9 @@ is complete and whose body has not ended within ``HttpLimits.http1_request_timeo
 
 A request asking for ``Upgrade: h2c`` on a cleartext connection of a server offering h2 is
 answered ``101 Switching Protocols`` and the connection goes on as HTTP/2
-(:mod:`ssegate.bindings.http.h2c`); other upgrades are answered as plain HTTP/1.1.
+(:mod:`ssegate.bindings.http.h2c`); other upgrades are answered as plain HTTP/1.1. One whose
+``HTTP2-Settings`` hold a value HTTP/2 forbids is answered 400 naming the setting, with no 101:
+one ``http.h1.upgrade_refused`` log line and a count in ``ssegate.http1.upgrades.refused``.
 
 A response without ``content-length`` that is not ended at once is sent chunked (close-delimited
 for an HTTP/1.0 client). Write backpressure follows the transport
@@ -33,7 +35,7 @@ from http import HTTPStatus
 import httptools
 
 from ssegate.bindings.http.base import HttpProtocolBase, ResponseStreamBase
-from ssegate.bindings.http.h2c import SWITCHING, as_stream_one, h2c_settings
+from ssegate.bindings.http.h2c import SWITCHING, UpgradeRefused, as_stream_one, h2c_settings
 from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
@@ -391,7 +393,18 @@ class Http1Protocol(HttpProtocolBase):
             if lower == b"content-length":
                 length = int(value)
         alone = self._current is None and not self._queue
-        settings = h2c_settings(self._headers) if self._switch_to_h2 and alone else None
+        try:
+            settings = h2c_settings(self._headers) if self._switch_to_h2 and alone else None
+        except UpgradeRefused as refused:
+            log.warning(
+                "http.h1.upgrade_refused",
+                binding=self._setup.binding,
+                remote=self._remote,
+                reason=str(refused),
+            )
+            self._count("ssegate.http1.upgrades.refused")
+            self._refuse(refused.status, str(refused))
+            return
         self._upgrading = _Upgrading(received, length, settings)
         self._body_open = True
         self.data_received(rest)

@@ -8,6 +8,13 @@ behind others is answered as HTTP/1.1, and so is every request that does not qua
 several ``HTTP2-Settings``, a value that is not base64url SETTINGS, a server without ``h2``, a
 TLS connection, where ALPN chooses), as in Zilla's ``upgrade.h2c.*`` scripts.
 
+Well-formed SETTINGS whose values HTTP/2 forbids (``ENABLE_PUSH`` 2, ``INITIAL_WINDOW_SIZE`` over
+2^31-1, ``MAX_FRAME_SIZE`` outside 2^14..2^24-1, …) would be a connection error the moment the
+connection speaks HTTP/2, after the 101 is written: such a request is refused with
+:class:`UpgradeRefused` before anything is answered, the http server's 400 naming the setting.
+The rule is the one the HTTP/2 connection applies to the settings it receives (h2's
+``Settings.validate_received_setting``), so the two can never disagree.
+
 :func:`h2c_settings` decides from the request head; :data:`SWITCHING` is the 101 written.
 """
 
@@ -16,6 +23,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import struct
+
+import h2.exceptions
+import h2.settings
 
 from ssegate.engine.exchange import Request
 
@@ -25,13 +36,23 @@ HOP_BY_HOP = frozenset({"connection", "upgrade", "http2-settings", "keep-alive"}
 """Headers of the HTTP/1.1 request that do not travel with it into HTTP/2."""
 
 _SETTING_BYTES = 6
+_SETTING = struct.Struct("!HL")
 _BASE64URL = re.compile(rb"[A-Za-z0-9_-]*={0,2}")
+_FROM_CLIENT = h2.settings.Settings(client=True)
+"""Only its rules are used: which values a server may receive from a client."""
+
+
+class UpgradeRefused(ValueError):
+    """An h2c upgrade whose ``HTTP2-Settings`` HTTP/2 forbids; the message names the setting."""
+
+    status = 400
 
 
 def h2c_settings(raw_headers: list[tuple[bytes, bytes]]) -> bytes | None:
     """The padded base64url ``HTTP2-Settings`` value when the head asks for h2c, else ``None``.
 
-    ``raw_headers`` are the request's header fields as received, repeats kept.
+    ``raw_headers`` are the request's header fields as received, repeats kept. Raises
+    :class:`UpgradeRefused` for well-formed settings with a value HTTP/2 forbids.
     """
     upgrade = b""
     settings: list[bytes] = []
@@ -54,7 +75,26 @@ def h2c_settings(raw_headers: list[tuple[bytes, bytes]]) -> bytes | None:
         return None
     if len(decoded) % _SETTING_BYTES:
         return None
+    check_settings(decoded)
     return padded
+
+
+def check_settings(payload: bytes) -> None:
+    """Raise :class:`UpgradeRefused` when a setting of the SETTINGS ``payload`` (whole 6-byte
+    entries) has a value a server may not accept from a client."""
+    for code, value in _SETTING.iter_unpack(payload):
+        try:
+            _FROM_CLIENT.validate_received_setting(code, value)
+        except h2.exceptions.InvalidSettingsValueError:
+            name = _setting_name(code)
+            raise UpgradeRefused(f"HTTP2-Settings: {name} may not be {value}") from None
+
+
+def _setting_name(code: int) -> str:
+    try:
+        return h2.settings.SettingCodes(code).name
+    except ValueError:
+        return f"setting {code:#x}"
 
 
 def as_stream_one(request: Request) -> Request:
