@@ -25,6 +25,8 @@ def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothin
     assert stalled["within_bound"] == 40 and stalled["never_ended"] == 0
     assert 2.0 <= stalled["end_s"]["min"] <= stalled["end_s"]["max"] <= stalled["bound_s"]
     assert run["slow_clients_metric"] == {"time": 40.0, "total": 40.0}
+    accepted = run["accepted"]  # each got its 200 head, peeked at, not read
+    assert accepted["heads"] == accepted["ok"] == 40 and accepted["head_s"]["max"] is not None
     live = run["live"]
     assert (live["opened"], live["lost"], live["duplicates"], live["closed_early"]) == (4, 0, 0, 0)
     assert run["verdicts"]["complete"] and run["verdicts"]["all_reset"]

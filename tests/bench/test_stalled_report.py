@@ -6,7 +6,14 @@ import copy
 import math
 from typing import Any
 
-from ssegate_lab.bench.stalled_report import end_bound, ends, percentile, summarize, verdicts
+from ssegate_lab.bench.stalled_report import (
+    accepted,
+    end_bound,
+    ends,
+    percentile,
+    summarize,
+    verdicts,
+)
 
 
 def test_the_end_bound_adds_the_fill_time_the_timeout_and_two_sweep_ticks() -> None:
@@ -28,6 +35,14 @@ def test_ends_count_late_never_ended_and_orderly_closes_apart() -> None:
     assert summary["never_ended"] == 2  # still open, and ended past bound + margin (18 s)
     assert (summary["by_reset"], summary["by_eof"]) == (3, 1)
     assert summary["end_s"] == {"min": 11.0, "p50": 12.5, "p90": 30.0, "p99": 30.0, "max": 30.0}
+
+
+def test_accepted_counts_the_heads_that_came_their_status_and_their_pace() -> None:
+    summary = accepted([0.5, None, 2.0, 1.0], ["200", "", "200", "503"], [0.5, None, 2.5, 1.5])
+    assert (summary["connected"], summary["heads"], summary["ok"]) == (4, 3, 2)
+    assert (summary["last_head_s"], summary["per_s"]) == (2.5, 1.2)
+    assert summary["head_s"] == {"p50": 1.0, "p90": 2.0, "p99": 2.0, "max": 2.0}
+    assert accepted([None], [""], [None])["per_s"] is None
 
 
 def run(p99_ratio: float, rss_ratio: float, lost: int = 0, late: int = 0) -> dict[str, Any]:

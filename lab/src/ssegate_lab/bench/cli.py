@@ -234,6 +234,10 @@ def add_bench_parser(commands: Any) -> None:
         "--after", type=float, default=None,
         help="seconds of the after phase, RSS recorded every 10 s (default: --duration)",
     )  # fmt: skip
+    stalled.add_argument(
+        "--history", type=int, default=0,
+        help="messages of history the stalled clients replay (historical topic; 0: live head)",
+    )  # fmt: skip
     stalled.add_argument("--repeat", type=int, default=3, help="runs; medians kept")
     stalled.add_argument("--out", type=Path, default=None)
     stalled.set_defaults(func=_stalled)
@@ -460,11 +464,13 @@ def _stalled(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         slow_client_timeout=args.slow_client_timeout,
         after=args.after,
+        history=args.history,
         progress=None if args.out is None else lambda partial: _save(partial, args.out),
     )
+    names = ("stalled", "rate", "live", "duration", "size", "warmup", "repeat", "after", "history")
     results["command"] = "ssegate bench stalled " + " ".join(
         f"--{name.replace('_', '-')} {getattr(args, name)}"
-        for name in ("stalled", "rate", "live", "duration", "size", "warmup", "repeat", "after")
+        for name in names
         if getattr(args, name) is not None
     )
     return _write(results, args.out)

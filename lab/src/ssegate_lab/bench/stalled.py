@@ -26,6 +26,14 @@ else on the machine, each as a share of one core. The cache server's cache is bo
 (``cache_max_bytes``, full within the first 15 s) and the baseline starts after the warm-up, so
 that the RSS comparison measures what the stalled clients left behind, not the cache filling up.
 ``repeat`` runs; the verdicts and the summary are :mod:`ssegate_lab.bench.stalled_report`'s.
+
+With ``history`` (messages, 0: none) the stalled clients replay: the topic's ``defaultOffset``
+is ``historical``, so a stream opened without a last event id starts from the oldest record the
+cache holds; ``history`` messages are produced before the live readers open (they replay them in
+the warm-up, and are live from then on), and the cache is bounded to about ``history`` messages
+(:func:`history_cache_bytes`), so each stalled client is owed that much history when it
+connects. The stalled phase then lasts at least :data:`ACCEPT_WINDOW` seconds, and a run records
+how many of the stalled clients got their response head, and when (``accepted``).
 """
 
 from __future__ import annotations
@@ -41,12 +49,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ssegate.bindings.kafka.partition_cache import MESSAGE_OVERHEAD
 from ssegate.engine.runtime import free_port
 from ssegate_lab.bench.gateway import GatewayProcess, machine_busy_seconds, sample
 from ssegate_lab.bench.held_streams import sse_request
 from ssegate_lab.bench.kafka_rig import BenchBroker, new_producer, write_kafka_gateway_config
 from ssegate_lab.bench.stalled_clients import StallLoad
-from ssegate_lab.bench.stalled_report import END_MARGIN, end_bound, ends, ratio, summarize, verdicts
+from ssegate_lab.bench.stalled_report import (
+    END_MARGIN,
+    accepted,
+    end_bound,
+    ends,
+    ratio,
+    summarize,
+    verdicts,
+)
 from ssegate_lab.broker import BrokerInfo
 
 WARMUP_SECONDS = 60.0
@@ -60,6 +77,17 @@ RSS_EVERY = 0.5
 RSS_AFTER_EVERY = 10.0
 """How often the after phase records the gateway's RSS (memory may come back over time)."""
 SLOW_CLIENTS = re.compile(r'^ssegate_sse_slow_clients_total\{[^}]*reason="(\w+)"[^}]*\} (\S+)$')
+CACHE_BYTES = re.compile(r"^ssegate_kafka_cache_bytes\{[^}]*\} (\S+)$")
+ACCEPT_WINDOW = 60.0
+"""With history: the shortest stalled phase, over which the stalled clients' heads are counted."""
+HISTORY_MESSAGE_BYTES = MESSAGE_OVERHEAD + 40
+"""What the cache counts per message of history besides its value (the overhead it counts, the
+record's key, headers and index entries, with some room)."""
+
+
+def history_cache_bytes(history: int, size: int) -> int:
+    """A cache bound that holds about ``history`` messages of ``size`` bytes."""
+    return history * (size + HISTORY_MESSAGE_BYTES)
 
 
 def run_stalled(
@@ -74,11 +102,16 @@ def run_stalled(
     warmup: float = WARMUP_SECONDS,
     slow_client_timeout: float = 10.0,
     rcvbuf: int = 4096,
-    cache_max_bytes: int = CACHE_MAX_BYTES,
+    cache_max_bytes: int | None = None,
+    history: int = 0,
     broker_info: BrokerInfo | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """``repeat`` runs of the three phases; ``progress`` gets the results after every run."""
+    """``repeat`` runs of the three phases; ``progress`` gets the results after every run.
+    ``cache_max_bytes`` defaults to :data:`CACHE_MAX_BYTES`, or with ``history`` to
+    :func:`history_cache_bytes`."""
+    if cache_max_bytes is None:
+        cache_max_bytes = history_cache_bytes(history, size) if history else CACHE_MAX_BYTES
     results: dict[str, Any] = {
         "scenario": "stalled",
         "stalled": stalled,
@@ -92,6 +125,8 @@ def run_stalled(
         "slow_client_timeout_s": slow_client_timeout,
         "rcvbuf": rcvbuf,
         "cache_max_bytes": cache_max_bytes,
+        "history": history,
+        "default_offset": "historical" if history else "live",
         "runs": [],
     }
     with BenchBroker(broker_info) as broker, tempfile.TemporaryDirectory() as tmp:
@@ -99,7 +134,7 @@ def run_stalled(
             (topic,) = broker.create_topics("bench-stalled", 1, 1)
             metrics_port = free_port()
             ports = write_kafka_gateway_config(
-                Path(tmp), broker.bootstrap, [topic], default_offset="live",
+                Path(tmp), broker.bootstrap, [topic], default_offset=results["default_offset"],
                 sse_options={"slow-client-timeout": slow_client_timeout},
                 metrics_port=metrics_port, cache_max_bytes=cache_max_bytes,
             )  # fmt: skip
@@ -111,7 +146,7 @@ def run_stalled(
             ):
                 meter = _Meter(gateway.pid, (readers.pid, stallers.pid), broker.pid)
                 rig = _Rig(gateway, readers, stallers, meter, metrics_port, broker.bootstrap,
-                           topic)  # fmt: skip
+                           topic, history)  # fmt: skip
                 run = rig.run(stalled, rate, live, duration, size, slow_client_timeout, rcvbuf,
                               warmup, results["after_s"])  # fmt: skip
             results["runs"].append(run)
@@ -237,19 +272,23 @@ class _Rig:
     metrics_port: int
     bootstrap: str
     topic: str
+    history: int
 
     def run(
         self, stalled: int, rate: float, live: int, duration: float, size: int,
         timeout: float, rcvbuf: int, warmup: float, after_seconds: float,
     ) -> dict[str, Any]:  # fmt: skip
         load, gateway, meter = self.readers, self.gateway, self.meter
+        if self.history:
+            _produce_history(self.bootstrap, self.topic, self.history, size)
         opened = load.open_live(live)
         producer = _Producer(self.bootstrap, self.topic, rate, size)
         producer.start()
         try:
             time.sleep(warmup)
             load.report()  # what came while warming up counts in no phase
-            owed_from = producer.written  # every offset from here on is owed to every reader
+            # every offset from here on is owed to every reader (the history's come first)
+            owed_from = self.history + producer.written
             rss_start = gateway.sample().rss_bytes
             mark = meter.mark()
             time.sleep(duration)
@@ -257,14 +296,19 @@ class _Rig:
             rss_baseline = gateway.sample().rss_bytes
             stream_rate = baseline["bytes"] / max(1, opened["opened"]) / baseline["seconds"]
 
+            cache_bytes = self._metric(CACHE_BYTES).get("", 0.0)
             peak = _RssPeak(gateway.pid)
             mark = meter.mark()
             connected = self.stallers.stall(stalled, rcvbuf)
             bound = end_bound(stream_rate, connected["rcvbuf_bytes"], timeout)
-            status = self._until_all_ended(bound + END_MARGIN)
+            within = bound + END_MARGIN
+            if self.history:  # counted over the window from the first connect
+                within = max(within, ACCEPT_WINDOW - (time.monotonic() - mark[0]))
+            status = self._until_all_ended(within)
             time.sleep(GONE_SECONDS)
             during = {**load.report(), **meter.shares(mark)}
-            slow = self._slow_clients_metric()
+            slow = self._metric(SLOW_CLIENTS)
+            slow["total"] = sum(slow.values())
             rss_peak = peak.stop()
 
             mark = meter.mark()
@@ -274,7 +318,7 @@ class _Rig:
         finally:
             produced = producer.stop()
         time.sleep(DRAIN_SECONDS)
-        tally = load.tally(owed_from, produced)
+        tally = load.tally(owed_from, self.history + produced)
         run: dict[str, Any] = {
             "produced": produced,
             "owed_from_offset": owed_from,
@@ -283,7 +327,9 @@ class _Rig:
             "stream_bytes_per_s": round(stream_rate),
             "live": {"wanted": live, **opened, **tally},
             "connect": connected,
+            "cache_bytes_at_stall": cache_bytes,
             "stalled_clients": ends(status["ended_s"], status["how"], bound),
+            "accepted": accepted(status["head_s"], status["head_status"], status["head_at_s"]),
             "stalled_read_after_end_max": max(status["read_after_end"], default=0),
             "slow_clients_metric": slow,
             "phases": {"baseline": baseline, "stalled": during, "after": after},
@@ -321,17 +367,35 @@ class _Rig:
                 return status
             time.sleep(0.5)
 
-    def _slow_clients_metric(self) -> dict[str, float]:
-        """``ssegate.sse.slow_clients`` by reason, and their total, from the gateway."""
+    def _metric(self, pattern: re.Pattern[str]) -> dict[str, float]:
+        """The gateway's Prometheus lines ``pattern`` matches, summed by its first group when
+        it has two (``ssegate.sse.slow_clients`` by reason), else under ``""``."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as answer:
             text = answer.read().decode()
         counts: dict[str, float] = {}
         for line in text.splitlines():
-            found = SLOW_CLIENTS.match(line)
+            found = pattern.match(line)
             if found:
-                counts[found[1]] = counts.get(found[1], 0.0) + float(found[2])
-        return {**counts, "total": sum(counts.values())}
+                name = found[1] if pattern.groups > 1 else ""
+                counts[name] = counts.get(name, 0.0) + float(found[pattern.groups])
+        return counts
+
+
+def _produce_history(bootstrap: str, topic: str, count: int, size: int) -> None:
+    """``count`` messages of the bench's form, at once, before the run's producer starts."""
+    producer = new_producer(bootstrap)
+    pad = b"x" * max(0, size - len(b'{"t":0000000000000000000,"n":000000,"p":""}'))
+    for n in range(count):
+        value = b'{"t":%d,"n":%d,"p":"%s"}' % (time.monotonic_ns(), n, pad)
+        while True:
+            try:
+                producer.produce(topic, value=value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(60)
 
 
 def _mib(size: int) -> float:
@@ -344,6 +408,7 @@ def _brief(run: dict[str, Any]) -> dict[str, Any]:
         "p99_ms": {name: phase["latency_ms"]["p99"] for name, phase in run["phases"].items()},
         "p99_ratio": run["p99_ratio"],
         "ended": f"{stalled['ended']}/{stalled['connected']}",
+        "accepted": run["accepted"],
         "end_s": stalled["end_s"],
         "bound_s": stalled["bound_s"],
         "rss_mib": run["rss_mib"],

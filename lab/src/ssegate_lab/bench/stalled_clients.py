@@ -12,11 +12,14 @@ a pipe, so the gateway under measurement shares neither its event loop nor its m
   the phase (the timeline shows when in a phase the tail comes); :meth:`StallLoad.report`
   closes a phase and starts the next.
 - **stalled clients** (:meth:`StallLoad.stall`) connect with a small ``SO_RCVBUF``, send their
-  request and never read. Each is registered in an ``epoll`` set for ``EPOLLRDHUP`` alone (an
-  error and a hang-up are always reported), which the loop watches: nothing is read while the
-  connection lasts, and the moment the gateway ends it the client is told. It then reads what
-  is left to see how it ended: ``ECONNRESET`` (a reset) or end of file (a FIN), and records the
-  seconds from its own connect to that moment. :meth:`StallLoad.status` returns them.
+  request and never read. Each is registered in an ``epoll`` set, which the loop watches, for
+  ``EPOLLIN`` until its first bytes come, then for ``EPOLLRDHUP`` alone (an error and a hang-up
+  are always reported). Its first bytes are peeked at (``MSG_PEEK``, nothing is taken from the
+  receive buffer): the seconds from its connect to its response head, and the head's status,
+  say when the gateway accepted it. Nothing is read while the connection lasts, and the moment
+  the gateway ends it the client is told. It then reads what is left to see how it ended:
+  ``ECONNRESET`` (a reset) or end of file (a FIN), and records the seconds from its own connect
+  to that moment. :meth:`StallLoad.status` returns them.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ SLOT_SECONDS = 0.5
 """The span of one point of a phase's latency timeline, by receipt time."""
 READ_LIMIT = 16 << 20
 """What an ended stalled client reads at most to see how its connection ended."""
+ENDED = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
+"""What ``epoll`` says of a stalled client's connection that ended."""
 
 
 class _Phase:
@@ -155,6 +160,10 @@ class _Stalled:
     ended: float | None = None
     how: str = ""
     read_after_end: int = 0
+    head: float | None = None
+    """Seconds from its connect to the first bytes of its response (None: none came)."""
+    status: str = ""
+    """The status code of its response head (``200``), once it came."""
 
 
 @dataclass(slots=True)
@@ -229,7 +238,7 @@ class _Load:
                 client = _Stalled(sock, time.monotonic())
                 self.stalled.append(client)
                 self.watched[sock.fileno()] = client
-                self.watcher.register(sock.fileno(), select.EPOLLRDHUP)
+                self.watcher.register(sock.fileno(), select.EPOLLIN | select.EPOLLRDHUP)
 
         started = time.monotonic()
         await asyncio.gather(*(connect() for _ in range(count)))
@@ -242,25 +251,39 @@ class _Load:
         }
 
     def _ended(self) -> None:
-        """The epoll set is readable: some stalled connections ended; see how, then close."""
+        """The epoll set is readable: some stalled clients' heads came (peek at them), some
+        connections ended (see how, then close)."""
         assert self.watcher is not None
         now = time.monotonic()
-        for fd, _ in self.watcher.poll(0, 1024):
+        for fd, mask in self.watcher.poll(0, 1024):
+            if mask & ENDED == 0:
+                waiting = self.watched.get(fd)
+                if waiting is None or _peek_head(waiting, now):
+                    self.watcher.modify(fd, select.EPOLLRDHUP)
+                continue
             self.watcher.unregister(fd)
             client = self.watched.pop(fd, None)
             if client is None:
                 continue
+            if client.head is None:
+                _peek_head(client, now)
             client.ended = now - client.connected
             client.how, client.read_after_end = _how_it_ended(client.sock)
             client.sock.close()
 
     async def status(self) -> dict[str, Any]:
         clients = self.stalled
+        first = min((c.connected for c in clients), default=0.0)
         return {
             "connected": len(clients),
             "ended_s": [c.ended for c in clients],
             "how": [c.how for c in clients],
             "read_after_end": [c.read_after_end for c in clients],
+            "head_s": [c.head for c in clients],
+            "head_status": [c.status for c in clients],
+            "head_at_s": [
+                None if c.head is None else c.connected + c.head - first for c in clients
+            ],
         }
 
     async def tally(self, first: int, end: int) -> dict[str, Any]:
@@ -281,6 +304,20 @@ class _Load:
 
 def _factory(reader: _LiveReader) -> Callable[[], _LiveReader]:
     return lambda: reader
+
+
+def _peek_head(client: _Stalled, now: float) -> bool:
+    """Look at the first bytes come to ``client`` without taking them: once its status line
+    is there, record when and which status; ``False`` while it is not whole yet."""
+    try:
+        data = client.sock.recv(len(b"HTTP/1.1 200"), socket.MSG_PEEK)
+    except OSError:
+        return True
+    if len(data) < len(b"HTTP/1.1 200"):
+        return not data
+    client.head = now - client.connected
+    client.status = data[9:12].decode("ascii", "replace")
+    return True
 
 
 def _how_it_ended(sock: socket.socket) -> tuple[str, int]:
@@ -327,7 +364,8 @@ class StallLoad(ClientProcess):
                         count=count, rcvbuf=rcvbuf, concurrency=concurrency)  # fmt: skip
 
     def status(self) -> dict[str, Any]:
-        """Per stalled client: seconds from its connect to its end (None: still open), how."""
+        """Per stalled client: seconds from its connect to its end (None: still open), how;
+        from its connect to its response head, and from the first one's connect to it."""
         return self.ask("status")
 
     def tally(self, first: int, end: int) -> dict[str, Any]:

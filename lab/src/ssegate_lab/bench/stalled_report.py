@@ -80,6 +80,28 @@ def ends(
     }
 
 
+def accepted(
+    head_s: Sequence[float | None], status: Sequence[str], head_at_s: Sequence[float | None]
+) -> dict[str, Any]:
+    """How many stalled clients got their response head (and a ``200``), the seconds from each
+    one's connect to its head, and the heads per second from the first connect to the last head
+    (``head_at_s``: each head's time from the first connect)."""
+    seen = [value for value in head_s if value is not None]
+    spread = {
+        name: None if (value := percentile(seen, fraction)) is None else round(value, 3)
+        for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+    }
+    last = max((value for value in head_at_s if value is not None), default=0.0)
+    return {
+        "connected": len(head_s),
+        "heads": len(seen),
+        "ok": sum(code == "200" for code in status),
+        "last_head_s": round(last, 3) if seen else None,
+        "per_s": round(len(seen) / last, 1) if seen and last > 0 else None,
+        "head_s": spread,
+    }
+
+
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
@@ -129,6 +151,12 @@ FIGURES: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "rss_after_mib": lambda run: run["rss_mib"]["after"],
     "rss_ratio": lambda run: run["rss_ratio"],
     "slow_clients_metric": lambda run: run["slow_clients_metric"]["total"],
+    "accepted": lambda run: run.get("accepted", {}).get("heads"),
+    "accept_head_s_p99": lambda run: run.get("accepted", {}).get("head_s", {}).get("p99"),
+    "accept_head_s_max": lambda run: run.get("accepted", {}).get("head_s", {}).get("max"),
+    "accept_per_s": lambda run: run.get("accepted", {}).get("per_s"),
+    "live_lost": lambda run: run["live"].get("lost"),
+    "live_duplicates": lambda run: run["live"].get("duplicates"),
     "load_cpu_share_stalled": lambda run: run["phases"]["stalled"]["load_cpu_share"],
     "gateway_cpu_share_stalled": lambda run: run["phases"]["stalled"]["gateway_cpu_share"],
     "other_cpu_share_stalled": lambda run: run["phases"]["stalled"]["other_cpu_share"],
