@@ -115,23 +115,6 @@ def _env_file_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_env_file(path: str | None) -> None:
-    """Put the variables of the dotenv file ``path`` into the environment, unless already set.
-
-    Raises :class:`ConfigError` naming the file when it cannot be read.
-    """
-    if path is None:
-        return
-    from dotenv import load_dotenv
-
-    try:
-        with open(path, encoding="utf-8") as file:
-            load_dotenv(stream=file, override=False)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(path, f"cannot read the env file: {reason}") from None
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -143,6 +126,7 @@ def _positive_int(text: str) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from ssegate.config.env_file import load_env_file
     from ssegate.config.loader import load_config
     from ssegate.engine.runtime import Runtime
 
@@ -181,6 +165,7 @@ def _start(args: argparse.Namespace) -> int:
         from ssegate.engine import allocator
 
         allocator.choose()  # first: it may run this process again, on jemalloc
+    from ssegate.config.env_file import load_env_file
     from ssegate.config.loader import load_config
     from ssegate.engine.process import serve
     from ssegate.engine.runtime import Runtime

@@ -9,7 +9,8 @@ the YAML path where its marker lands; one inside a comment does not matter.
 
 Reading is bounded (:mod:`ssegate.config.yaml_reader`): the file's size, how deep values nest
 and how far aliases expand each have a limit, and a config over one is refused before it costs
-more than reading its text.
+more than reading its text. The size limit holds again once environment expressions are
+substituted, so a large variable cannot carry the config past it.
 
 Every failure is a :class:`ConfigError` naming where it is: the file, ``line 5, column 3`` for
 YAML syntax, or the dotted YAML path (``vaults.my_servers.options.keys.password``) for a value.
@@ -88,6 +89,13 @@ def parse_document(
     """The YAML document as plain values, environment expressions substituted."""
     check_size(len(text.encode("utf-8", "surrogatepass")), source, limits)
     substituted, problems = substitute_env(text, os.environ if env is None else env)
+    if len(substituted) != len(text):
+        check_size(
+            len(substituted.encode("utf-8", "surrogatepass")),
+            source,
+            limits,
+            "config, its environment expressions substituted,",
+        )
     try:
         document = parse_yaml(substituted, limits)
     except yaml.MarkedYAMLError as exc:

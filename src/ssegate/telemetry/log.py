@@ -6,6 +6,10 @@ problem or a dropped client is never silent); with one, every event is written t
 JSON object, the way Zilla's stdout exporter writes one line per event, with the config's
 ``telemetry.attributes`` (``{"service.namespace": "example"}``) on every line that has any:
 Zilla hands them to its ``otlp`` exporter only, which ssegate does not have.
+
+A field's value may come from outside (a config value, a header, a variable of an env file): one
+longer than :data:`MAX_FIELD_CHARS` is cut there and says how long it was, so no line is larger
+than its fields allow.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ logger = logging.getLogger("ssegate")
 _stdout_events = False
 _out: TextIO = sys.stdout
 _attributes: dict[str, str] = {}
+
+MAX_FIELD_CHARS = 1024
+"""The most of one field's value a line shows."""
 
 
 def enable_stdout_events(
@@ -48,16 +55,22 @@ def event(name: str, *, binding: str = "", level: int = logging.INFO, **fields: 
             record["binding"] = binding
         if _attributes:
             record["attributes"] = _attributes
-        record.update(fields)
+        record.update((k, _bounded(v)) if isinstance(v, str) else (k, v) for k, v in fields.items())
         try:
             _out.write(json.dumps(record, default=str, separators=(",", ":")) + "\n")
             _out.flush()
         except (OSError, ValueError):
             pass
     elif level >= logging.WARNING or logger.isEnabledFor(level):
-        detail = " ".join(f"{k}={v}" for k, v in fields.items())
+        detail = " ".join(f"{k}={_bounded(str(v))}" for k, v in fields.items())
         where = f" [{binding}]" if binding else ""
         logger.log(level, "%s%s %s", name, where, detail)
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_FIELD_CHARS:
+        return text
+    return f"{text[:MAX_FIELD_CHARS]}...({len(text)} characters)"
 
 
 def warning(name: str, *, binding: str = "", **fields: Any) -> None:
