@@ -7,10 +7,11 @@ exactly one of ``on_end()`` or ``on_error(exc)`` — none after :meth:`ClientStr
 
 Each stream has its own connection (SSE responses are long-lived, so there is little to pool).
 The request head is built and checked by :mod:`ssegate.bindings.http.request_head`; one it
-refuses (a header value holding CR, LF or NUL) ends the stream with :class:`RequestRefused`
-before anything is written. HTTP/1.1 responses are parsed with httptools (chunked,
-length-delimited or close-delimited bodies); HTTP/2 uses the ``h2`` library, with prior
-knowledge on cleartext and ALPN over TLS. With both ``versions`` on cleartext, HTTP/1.1 is used.
+refuses (a header value holding CR, LF or NUL, a target with a space) ends the stream with
+:class:`RequestRefused` before anything is written. HTTP/1.1 responses are parsed with
+httptools (chunked, length-delimited or close-delimited bodies); HTTP/2 uses the ``h2`` library,
+with prior knowledge on cleartext and ALPN over TLS. With both ``versions`` on cleartext,
+HTTP/1.1 is used.
 
 Options, Zilla's first then ssegate's own:
 

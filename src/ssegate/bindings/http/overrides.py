@@ -5,19 +5,35 @@ the changed request on: ``overrides: {":authority": "otherhost:8181"}`` makes ev
 that authority. A pseudo-header sets that part of the request line: ``:path`` the target (path
 and query), ``:method``, ``:scheme``, ``:authority``; any other name sets that header, replacing
 what the client sent. The request as it arrived is what the http server logs and measures.
+
+Every value is checked at start-up (``ssegate validate`` included) by the request writer's own
+functions (:mod:`ssegate.bindings.http.request_head`): a value the config accepts is one an
+upstream request can carry, and one it cannot is a config error naming its path and the reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from ssegate.bindings.http.request_head import (
+    RequestRefused,
+    encode_authority,
+    encode_header,
+    encode_method,
+    encode_scheme,
+    encode_target,
+)
 from ssegate.config.errors import ConfigError
 from ssegate.engine.exchange import Request
 
-_PSEUDO = {":path": "target", ":method": "method", ":scheme": "scheme", ":authority": "authority"}
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_PSEUDO: dict[str, tuple[str, Callable[[str], bytes]]] = {
+    ":path": ("target", encode_target),
+    ":method": ("method", encode_method),
+    ":scheme": ("scheme", encode_scheme),
+    ":authority": ("authority", encode_authority),
+}
+"""A pseudo-header: the request attribute it sets, and the writer's check of that part."""
 
 
 class HeaderOverrides:
@@ -41,21 +57,23 @@ class HeaderOverrides:
         headers: dict[str, str] = {}
         for name, text in value.items():
             where = f"{path}.{name}"
-            if any(c in text for c in "\r\n\0"):
-                raise ConfigError(where, "must be one line of text")
             lowered = str(name).lower()
-            if lowered.startswith(":"):
-                if lowered not in _PSEUDO:
-                    raise ConfigError(where, f"use one of {', '.join(_PSEUDO)} or a header name")
-                if lowered == ":method" and not _TOKEN.fullmatch(text):
-                    raise ConfigError(where, f"'{text}' is not a method")
-                if lowered == ":path" and not text.startswith("/"):
-                    raise ConfigError(where, f"'{text}' does not start with '/'")
-                fields[_PSEUDO[lowered]] = text.upper() if lowered == ":method" else text
-            elif not _TOKEN.fullmatch(lowered):
-                raise ConfigError(where, f"'{name}' is not a header name")
-            else:
-                headers[lowered] = text
+            if lowered.startswith(":") and lowered not in _PSEUDO:
+                raise ConfigError(where, f"use one of {', '.join(_PSEUDO)} or a header name")
+            if lowered == ":method":
+                text = text.upper()
+            if lowered == ":path" and not text.startswith("/"):
+                raise ConfigError(where, f"'{text}' does not start with '/'")
+            try:
+                if lowered in _PSEUDO:
+                    attribute, check = _PSEUDO[lowered]
+                    check(text)
+                    fields[attribute] = text
+                else:
+                    encode_header(lowered, text)
+                    headers[lowered] = text
+            except RequestRefused as refused:
+                raise ConfigError(where, f"cannot be sent: {refused}") from None
         return cls(fields, headers) if fields or headers else None
 
     def apply(self, request: Request) -> Request:

@@ -9,8 +9,14 @@ can still be resumed.
 What a field value may not hold under RFC 9110 — CR, LF, NUL or other whitespace than a space
 or tab between its characters — refuses the request with :class:`RequestRefused` before a byte
 is written, for HTTP/1.1 and HTTP/2 alike (h2 checks the fields it receives, not the ones it
-sends). The HTTP/1.1 bytes are built by h11, which applies the same rules again and the ones of
-the request line.
+sends). Other control characters pass, as Fetch lets a browser send them (an SSE id may hold
+them, and comes back as ``last-event-id``). The HTTP/1.1 bytes are built by h11, which applies
+the same rules again and the ones of the request line.
+
+Each part has one function that encodes and checks it (:func:`encode_method`,
+:func:`encode_target`, :func:`encode_authority`, :func:`encode_scheme`, :func:`encode_header`):
+the request writer calls them for every request, and the http server's ``options.overrides``
+calls them at start-up, so a value the config accepts is one the writer can send.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """RFC 9110 token: a method or a field name."""
 _FIELD_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 """RFC 9110 field-value, as h11 reads it: visible or non-ASCII bytes, single spaces between."""
+_SCHEME = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*")
+"""RFC 3986 scheme."""
 _TARGET = re.compile(rb"[\x21-\x7e]+")
 """An origin-form request target: visible ASCII, no spaces."""
 _AROUND = b" \t"
@@ -59,24 +67,52 @@ class EncodedHead:
 
 def encode_head(head: RequestHead) -> EncodedHead:
     """``head`` in bytes; raises :class:`RequestRefused` naming the first field that cannot be."""
-    method = _as_received(head.method, "method")
-    if _TOKEN.fullmatch(method) is None:
-        raise RequestRefused(f"method {head.method!r} is not a token")
-    target = _as_received(head.target, "request target")
-    if _TARGET.fullmatch(target) is None:
-        raise RequestRefused(f"request target {head.target!r} holds a character it may not")
-    authority = _checked_value("host", _as_received(head.authority, "authority"))
-    headers = []
-    for name, value in head.headers:
-        raw_name = name.encode("ascii", "replace")
-        if _TOKEN.fullmatch(raw_name) is None:
-            raise RequestRefused(f"header name {name!r} is not a token")
-        try:
-            raw_value = value.encode()
-        except UnicodeEncodeError as exc:
-            raise RequestRefused(f"header '{name}' is not text: {exc.reason}") from None
-        headers.append((raw_name, _checked_value(name, raw_value)))
+    method = encode_method(head.method)
+    target = encode_target(head.target)
+    authority = encode_authority(head.authority)
+    headers = [encode_header(name, value) for name, value in head.headers]
     return EncodedHead(method, authority, target, headers)
+
+
+def encode_method(text: str) -> bytes:
+    """A method: a token."""
+    method = _as_received(text, "method")
+    if _TOKEN.fullmatch(method) is None:
+        raise RequestRefused(f"method {text!r} is not a token")
+    return method
+
+
+def encode_target(text: str) -> bytes:
+    """An origin-form target, the bytes received: visible ASCII, no spaces."""
+    target = _as_received(text, "request target")
+    if _TARGET.fullmatch(target) is None:
+        raise RequestRefused(f"request target {text!r} holds a character it may not")
+    return target
+
+
+def encode_authority(text: str) -> bytes:
+    """``host[:port]``, the bytes received, as the ``host`` field value."""
+    return _checked_value("host", _as_received(text, "authority"))
+
+
+def encode_scheme(text: str) -> bytes:
+    """A URI scheme (``http``, ``https``)."""
+    scheme = text.encode("ascii", "replace")
+    if _SCHEME.fullmatch(scheme) is None:
+        raise RequestRefused(f"scheme {text!r} is not a URI scheme")
+    return scheme
+
+
+def encode_header(name: str, value: str) -> tuple[bytes, bytes]:
+    """A header field: a token for its name, its text value as UTF-8."""
+    raw_name = name.encode("ascii", "replace")
+    if _TOKEN.fullmatch(raw_name) is None:
+        raise RequestRefused(f"header name {name!r} is not a token")
+    try:
+        raw_value = value.encode()
+    except UnicodeEncodeError as exc:
+        raise RequestRefused(f"header '{name}' is not text: {exc.reason}") from None
+    return raw_name, _checked_value(name, raw_value)
 
 
 def http1_request(head: RequestHead) -> bytes:
@@ -95,7 +131,7 @@ def http2_request(head: RequestHead, dropped: frozenset[str]) -> list[tuple[byte
     encoded = encode_head(head)
     fields = [
         (b":method", encoded.method),
-        (b":scheme", head.scheme.encode("ascii", "replace")),
+        (b":scheme", encode_scheme(head.scheme)),
         (b":authority", encoded.authority),
         (b":path", encoded.target),
     ]
