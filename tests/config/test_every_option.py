@@ -172,7 +172,7 @@ def _http_options(kind: str) -> dict[str, Applied | Refused]:
     explicit = "test_explicit_lists_echo_origin_method_and_headers_with_vary"
     exposed = "test_expose_list_names_the_listed_headers_present_in_the_response"
     names = {
-        "access-control": "test_credentials_make_every_answer_explicit_and_add_allow_credentials",
+        "access-control": "test_credentials_make_a_preflight_explicit_without_allow_credentials",
         "access-control.policy": "test_other_origins_are_refused_under_same_origin_and_unlisted"
         "_under_cross_origin",
         "access-control.allow": explicit,

@@ -13,7 +13,8 @@ its preflight.
   ``headers`` list always also allows ``last-event-id``, which EventSource polyfills send when
   they reconnect. Header names compare case-insensitively; every requested header must be
   allowed (Zilla lets a preflight through when any one of them is).
-- ``credentials: true`` answers ``access-control-allow-credentials: true``.
+- ``credentials: true`` answers ``access-control-allow-credentials: true`` on the responses
+  themselves; a preflight's 204 does not carry it, as Zilla's does not.
 
 Origins, methods and headers are answered explicitly (the request's own values echoed) when
 they were listed or ``credentials`` is on, because browsers ignore ``*`` for credentialed
@@ -22,10 +23,12 @@ requests; otherwise with ``*``. An echoed origin comes with ``vary: origin``. ``
 A request without ``origin`` (not a browser's cross-origin request) is answered
 ``access-control-allow-origin: *`` under ``cross-origin``, as Zilla does.
 
-Two deliberate differences from Zilla, both about what browsers require: an allowed preflight
-also carries ``access-control-allow-credentials`` when credentials are on, and a wildcard
-``access-control-allow-headers`` names ``authorization`` too when it was requested (the
-wildcard never covers it).
+The preflight follows Zilla even where browsers ask for more: the Fetch standard wants
+``access-control-allow-credentials`` on the preflight of a credentialed request with custom
+headers, so a browser that sends ``authorization`` with ``withCredentials`` is refused there
+by Zilla and by ssegate alike (a plain ``EventSource`` GET has no preflight). One deliberate
+difference remains: a wildcard ``access-control-allow-headers`` names ``authorization`` too
+when it was requested (the wildcard never covers it).
 """
 
 from __future__ import annotations
@@ -207,8 +210,6 @@ class AccessControl:
         if self.headers is not None and any(name.lower() not in self.headers for name in names):
             return 403, []
         headers = self._allow_origin_headers(origin)
-        if self.credentials:
-            headers.append(("access-control-allow-credentials", "true"))
         if method is not None:
             explicit = self.credentials or self.methods is not None
             headers.append(("access-control-allow-methods", method if explicit else "*"))
