@@ -71,8 +71,25 @@ def test_missing_name_is_reported() -> None:
 def test_zilla_type_that_ssegate_does_not_run_is_named_as_such() -> None:
     text = "name: x\nbindings:\n  m: {type: mqtt, kind: server, options: {anything: 1}}\n"
     assert errors_of(text) == [
-        "bindings.m.type: 'mqtt' is a Zilla binding type that ssegate does not support"
+        "bindings.m.type: 'mqtt' is a Zilla binding type that ssegate does not run"
         f" (supported: {SUPPORTED})"
+    ]
+
+
+@pytest.mark.parametrize("type_", ["mcp", "mcp-http", "mcp-kafka", "mcp-openapi", "pgsql-kafka"])
+def test_a_zilla_type_is_named_as_a_zilla_type_mcp_family_included(type_: str) -> None:
+    text = f"name: x\nbindings:\n  m: {{type: {type_}, kind: server}}\n"
+    assert errors_of(text) == [
+        f"bindings.m.type: '{type_}' is a Zilla binding type that ssegate does not run"
+        f" (supported: {SUPPORTED})"
+    ]
+
+
+def test_zillas_stores_section_is_named_as_a_zilla_section_ssegate_does_not_run() -> None:
+    text = "name: x\nstores:\n  memory0: {type: memory}\nbindings: {}\n"
+    assert errors_of(text) == [
+        "stores: 'stores' is a Zilla section that ssegate does not run"
+        " (no binding ssegate runs keeps its state in a store)"
     ]
 
 
@@ -107,7 +124,7 @@ def test_every_error_is_reported_sorted_by_path() -> None:
       c: {type: http, kind: server, options: {versions: [h3]}}
     """
     assert errors_of(text) == [
-        "bindings.a.type: 'echo' is a Zilla binding type that ssegate does not support"
+        "bindings.a.type: 'echo' is a Zilla binding type that ssegate does not run"
         f" (supported: {SUPPORTED})",
         "bindings.b.options.keepalive: -1 is less than the minimum of 0",
         "bindings.c.options.versions[0]: 'h3' is not one of ['http/1.1', 'h2']",

@@ -8,14 +8,51 @@ says, so each is refused with :class:`~ssegate.config.errors.NotSupportedYet` na
 calls :func:`refuse_unsupported` before it builds a binding, and
 :func:`refuse_unsupported_component` before a vault, catalog or exporter; options that only make
 sense with others (a model's ``pattern`` on a ``json`` model) are refused where they are read.
+
+What Zilla has and ssegate does not run at all is named as such, not as a typo: a binding
+``type`` of Zilla's (:func:`is_zilla_binding_type`, which also takes every ``mcp-*`` type of
+Zilla's growing MCP family) and a top-level section of Zilla's (:data:`ZILLA_SECTIONS`, such as
+``stores``), refused by :mod:`ssegate.config.validate` with what ssegate runs instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ssegate.config.errors import NotSupportedYet
+from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Component
+
+ZILLA_BINDING_TYPES = frozenset(
+    {
+        "amqp",
+        "echo",
+        "fan",
+        "grpc",
+        "grpc-kafka",
+        "http-kafka",
+        "kafka-grpc",
+        "kafka-proxy",
+        "mcp",
+        "mqtt",
+        "mqtt-kafka",
+        "openapi",
+        "openapi-asyncapi",
+        "pgsql",
+        "pgsql-kafka",
+        "proxy",
+        "risingwave",
+        "ws",
+    }
+)
+"""Binding types Zilla has that ssegate does not run (besides the ``mcp-*`` family)."""
+ZILLA_TYPE_FAMILIES = ("mcp-",)
+"""Prefixes of Zilla binding types that grow with each Zilla release (``mcp-http``,
+``mcp-kafka``, ``mcp-openapi``, ...), none of which ssegate runs."""
+
+ZILLA_SECTIONS: Mapping[str, str] = {
+    "stores": "no binding ssegate runs keeps its state in a store",
+}
+"""Top-level sections of Zilla's ``zilla.yaml`` that ssegate does not run, and why."""
 
 _SERVER_ONLY = "is an sse server option: an sse client does not use it"
 _HTTP_CLIENT = "is not supported yet on an http client (it applies to the http server)"
@@ -104,6 +141,22 @@ COMPONENT_OPTIONS: Mapping[tuple[str, str], Mapping[str, str]] = {
     },
 }
 """Options refused per component ``(kind, type)``."""
+
+
+def is_zilla_binding_type(type_: object) -> bool:
+    """Whether ``type_`` names a binding type of Zilla's that ssegate does not run."""
+    return isinstance(type_, str) and (
+        type_ in ZILLA_BINDING_TYPES or type_.startswith(ZILLA_TYPE_FAMILIES)
+    )
+
+
+def zilla_only_sections(document: Mapping[str, object]) -> list[ConfigError]:
+    """One error per top-level section of ``document`` that only Zilla runs."""
+    return [
+        ConfigError(name, f"{name!r} is a Zilla section that ssegate does not run ({why})")
+        for name, why in ZILLA_SECTIONS.items()
+        if name in document
+    ]
 
 
 def refuse_unsupported(binding: Binding) -> None:

@@ -21,6 +21,7 @@ from jsonschema.exceptions import ValidationError
 
 from ssegate.config.errors import ConfigError, ConfigErrors
 from ssegate.config.schema import schema as schema
+from ssegate.config.unsupported import is_zilla_binding_type, zilla_only_sections
 
 
 @cache
@@ -37,37 +38,12 @@ def binding_kinds() -> dict[str, tuple[str, ...]]:
     return {type_: tuple(names) for type_, names in kinds.items()}
 
 
-ZILLA_ONLY_TYPES = frozenset(
-    {
-        "amqp",
-        "echo",
-        "fan",
-        "grpc",
-        "grpc-kafka",
-        "http-kafka",
-        "kafka-grpc",
-        "kafka-proxy",
-        "mcp",
-        "mcp-kafka",
-        "mcp-openapi",
-        "mqtt",
-        "mqtt-kafka",
-        "openapi",
-        "openapi-asyncapi",
-        "pgsql",
-        "pgsql-kafka",
-        "proxy",
-        "risingwave",
-        "ws",
-    }
-)
-"""Binding types Zilla has that ssegate does not run."""
-
-
 def validate_document(document: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigErrors` listing every problem the schema finds in ``document``."""
     errors, bad_bindings = check_binding_types(document.get("bindings"))
-    checked = dict(document)
+    zilla_only = zilla_only_sections(document)
+    errors.extend(zilla_only)
+    checked = {k: v for k, v in document.items() if k not in {e.path for e in zilla_only}}
     if bad_bindings and isinstance(checked.get("bindings"), Mapping):
         checked["bindings"] = {
             name: value for name, value in checked["bindings"].items() if name not in bad_bindings
@@ -111,8 +87,8 @@ def check_binding_types(bindings: object) -> tuple[list[ConfigError], set[str]]:
 
 def _unknown_type(type_: object, kinds: Mapping[str, tuple[str, ...]]) -> str:
     supported = ", ".join(kinds)
-    if type_ in ZILLA_ONLY_TYPES:
-        unsupported = f"{type_!r} is a Zilla binding type that ssegate does not support"
+    if is_zilla_binding_type(type_):
+        unsupported = f"{type_!r} is a Zilla binding type that ssegate does not run"
         return f"{unsupported} (supported: {supported})"
     return f"{type_!r} is not a binding type{_did_you_mean(type_, kinds)} (supported: {supported})"
 
