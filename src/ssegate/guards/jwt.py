@@ -16,9 +16,10 @@ A token is checked in this order, and the first failure is a :class:`TokenReject
 5. claims: the registered ones have their RFC 7519 types when present (``iss`` and ``sub``
    strings, ``aud`` a string or a list of strings, ``exp``, ``nbf`` and ``iat`` finite numbers
    of seconds no later than the year 9999); ``iss`` and ``aud`` match when the guard names
-   them; ``exp`` is required and not past, ``nbf`` not future, and ``iat`` not future either (a
-   token issued in the future is refused). The one clock-skew allowance,
-   :attr:`ClaimsPolicy.leeway`, applies to all three.
+   them; the identity claim is required unless nothing reads it
+   (:attr:`ClaimsPolicy.identity_required`); ``exp`` is required and not past, ``nbf`` not
+   future, and ``iat`` not future either (a token issued in the future is refused). The one
+   clock-skew allowance, :attr:`ClaimsPolicy.leeway`, applies to all three.
 
 Parsing is total: whatever the token holds, the outcome is an identity or a
 :class:`TokenRejected`, never another exception.
@@ -345,6 +346,12 @@ class ClaimsPolicy:
     """Attribute name → claim path."""
     leeway: float = 0.0
     """Seconds of clock skew tolerated on ``exp``, ``nbf`` and ``iat``."""
+    identity_required: bool = True
+    """Refuse a token without the identity claim. When ``False`` (nothing in the config reads
+    the identity: :mod:`ssegate.guards.identity_use`), such a token has the empty identity, as
+    in Zilla."""
+    identity_read_at: str = ""
+    """Where the config reads the identity (a YAML path), named in the refusal."""
 
     def check(self, claims: Mapping[str, Any], now: float) -> JwtIdentity:
         """The identity the claims establish at ``now``; raises :class:`TokenRejected`."""
@@ -366,8 +373,11 @@ class ClaimsPolicy:
         if iat is not None and now + self.leeway < iat:
             raise TokenRejected("token is issued in the future (iat)")
         identity = _at_path(claims, self.identity)
-        if not isinstance(identity, str | int) or isinstance(identity, bool) or identity == "":
-            raise TokenRejected(f"token has no {self.identity!r} claim")
+        if identity in (None, "") and not self.identity_required:
+            identity = ""
+        elif not isinstance(identity, str | int) or isinstance(identity, bool) or identity == "":
+            reader = f", which {self.identity_read_at} reads" if self.identity_read_at else ""
+            raise TokenRejected(f"token has no {self.identity!r} claim{reader}")
         attributes: dict[str, str] = {}
         for name, path in self.attributes.items():
             value = _at_path(claims, path)

@@ -20,7 +20,9 @@ answer with the same token costs a dict lookup, not a signature check); the cach
 Options (Zilla's): ``issuer``, ``audience``, ``keys`` (a list of JWKs or a JWKS URL; default
 ``<issuer>/.well-known/jwks.json``), ``challenge`` (seconds before ``exp`` to send the
 challenge event), ``identity`` (claim, default ``sub``), ``roles`` (claim path, default
-``scope``), ``attributes`` (name → claim path).
+``scope``), ``attributes`` (name → claim path). A token needs ``exp`` (Zilla would take one
+without as never expiring); it needs its identity claim only where the config reads the
+identity (:mod:`~ssegate.guards.identity_use`), and Zilla never asks for it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
 from ssegate.engine.context import BuildContext
 from ssegate.guards.identity import Authorization, CredentialsRejected, Identity
+from ssegate.guards.identity_use import identity_readers
 from ssegate.guards.jwks import KeySet
 from ssegate.guards.jwt import ClaimsPolicy, JwtIdentity, JwtKey, TokenRejected, parse_token
 from ssegate.guards.jwt import verify_signature as _verify_signature
@@ -122,8 +125,11 @@ class JwtGuard:
         cache[token] = verified
 
 
-def build(component: Component, _ctx: BuildContext | None = None) -> JwtGuard:
-    """Build a guard from its config; raises :class:`ConfigError` naming the YAML path."""
+def build(component: Component, ctx: BuildContext | None = None) -> JwtGuard:
+    """Build a guard from its config; raises :class:`ConfigError` naming the YAML path.
+
+    A token without the identity claim is accepted (empty identity, as in Zilla) when the
+    config (``ctx``) reads the guard's identity nowhere; without a config it is refused."""
     options = component.options or {}
     where = f"{component.path or 'guards.' + component.name}.options"
     issuer = options.get("issuer")
@@ -148,12 +154,15 @@ def build(component: Component, _ctx: BuildContext | None = None) -> JwtGuard:
             )
         keys = KeySet(url=issuer.rstrip("/") + "/.well-known/jwks.json")
     attributes = options.get("attributes") or {}
+    readers = [] if ctx is None else identity_readers(ctx.config, component.name)
     policy = ClaimsPolicy(
         issuer=issuer,
         audience=options.get("audience"),
         identity=str(options.get("identity") or "sub"),
         roles=str(options.get("roles") or "scope"),
         attributes={str(k): str(v) for k, v in attributes.items()},
+        identity_required=ctx is None or bool(readers),
+        identity_read_at=readers[0] if readers else "",
     )
     challenge = options.get("challenge", 0)  # the schema's: a whole number of seconds, 0 or more
     return JwtGuard(component.name, keys, policy, challenge=float(challenge))
