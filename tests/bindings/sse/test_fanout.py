@@ -16,8 +16,9 @@ from tests.support.fanout_fakes import FakeTransport, FdWriter
 from ssegate.bindings.http.cors import AccessControl
 from ssegate.bindings.http.server import ObservedStream
 from ssegate.bindings.sse.fanout import SinkGroup, chunk
-from ssegate.bindings.sse.server import DownstreamStream, SseRoute, SseServer, StreamSweep
+from ssegate.bindings.sse.server import DownstreamStream, SseRoute, SseServer
 from ssegate.bindings.sse.source import SseSink
+from ssegate.bindings.sse.sweep import StreamSweep
 from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.native import fanout
 from ssegate.telemetry.metrics import Metrics

@@ -11,17 +11,9 @@ import pytest
 from tests.support.guards import TableGuard
 from tests.support.schema_errors import binding_errors
 
-from ssegate.bindings.sse.server import (
-    RESUME_MARK,
-    SLICE_BUDGET,
-    SWEEP_SLICES,
-    DownstreamStream,
-    SseRoute,
-    SseServer,
-    StreamSweep,
-    build,
-)
+from ssegate.bindings.sse.server import RESUME_MARK, DownstreamStream, SseRoute, SseServer, build
 from ssegate.bindings.sse.source import SseSink
+from ssegate.bindings.sse.sweep import SLICE_BUDGET, SWEEP_SLICES, StreamSweep
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
 from ssegate.engine.context import ExitKind
