@@ -34,6 +34,20 @@ def test_a_limited_read_says_where_to_continue() -> None:
     assert [m.offset for m in rest] == list(range(3, 10)) and end == 10
 
 
+def test_a_read_bounded_in_bytes_stops_once_its_keys_and_values_reach_the_bound() -> None:
+    cache = filled(10)  # values of 10 bytes, no keys
+    first, after = cache.read_from(0, max_bytes=25)
+    assert [m.offset for m in first] == [0, 1, 2] and after == 3
+    [one], after = cache.read_from(3, max_bytes=1)  # one message at least
+    assert one.offset == 3 and after == 4
+    wanted = Interest(frozenset(), frozenset())
+    keyed = PartitionCache(0, 0)
+    keyed.append([msg(n, key=b"k", value=b"x" * 9) for n in range(10)], now=0.0)
+    found, after = keyed.read_wanted(0, Interest(frozenset({b"k"})), limit=100, max_bytes=25)
+    assert [m.offset for m in found] == [0, 1, 2] and after == 3
+    assert keyed.read_wanted(0, wanted, limit=100, max_bytes=25) == ([], keyed.next_offset)
+
+
 def test_the_byte_bound_evicts_the_oldest_and_moves_the_start() -> None:
     one = message_size(msg(0, value=b"x" * 10))
     cache = filled(10, max_bytes=one * 4)

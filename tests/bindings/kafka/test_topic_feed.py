@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from tests.bindings.kafka.support import RecordingListener
 
 from ssegate.bindings.kafka.fetch_events import Fetched
-from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
+from ssegate.bindings.kafka.topic_feed import REPLAY_CHUNK_BYTES, FeedHooks, Subscription, TopicFeed
 from ssegate.kafka.topics import Interest, KafkaMessage
 
 TOPIC = "events"
@@ -59,3 +61,98 @@ def test_a_batch_holding_only_what_was_handed_over_already_reaches_nobody() -> N
 
     assert listener.calls == calls
     assert listener.offsets(0) == list(range(5))
+
+
+class Steps:
+    """The loop's next turns, run by hand."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Callable[[], None]] = []
+
+    def schedule(self, step: Callable[[], None]) -> None:
+        self.waiting.append(step)
+
+    def run(self) -> None:
+        while self.waiting:
+            self.waiting.pop(0)()
+
+
+def paced_feed(max_bytes: int = 1 << 30) -> tuple[TopicFeed, Steps, list[tuple[int, int]]]:
+    """A feed whose steps wait for :meth:`Steps.run`, and the catch-up reads it asks for."""
+    steps, catch_ups = Steps(), []
+    hooks = FeedHooks(
+        schedule=steps.schedule,
+        catch_up=lambda topic, partition, offset, ticket: catch_ups.append((partition, offset)),
+        end_catch_up=lambda *args: None,
+        now=lambda: 0.0,
+        on_fetched=lambda *args: None,
+        subscribers_changed=lambda *args: None,
+    )
+    topic = TopicFeed(TOPIC, hooks, max_bytes=max_bytes, max_age=0)
+    topic.on_started({0: 0}, {0: 0}, compacted=False)
+    return topic, steps, catch_ups
+
+
+def large(first: int, last: int) -> Fetched:
+    """Offsets ``first`` ... ``last`` of partition 0, each value a quarter of a replay chunk."""
+    messages = [
+        KafkaMessage(TOPIC, 0, n, None, b"%08d" % n + bytes(REPLAY_CHUNK_BYTES // 4 - 8))
+        for n in range(first, last + 1)
+    ]
+    return Fetched(TOPIC, 0, messages, last + 1)
+
+
+def test_a_replay_reads_chunks_of_a_bounded_size() -> None:
+    topic, steps, _ = paced_feed()
+    topic.on_fetched(large(0, 99))
+    listener = RecordingListener()
+    topic.subscribe(listener, {}, "historical")
+    steps.run()
+    assert listener.offsets(0) == list(range(100))
+    assert listener.calls == 25  # four messages a chunk
+
+
+class StallingListener(RecordingListener):
+    """A listener whose client stops reading at its ``stall_after``-th delivery: its stream
+    stalls inside the write, and tells its subscription so (as a subscriber's sink does)."""
+
+    def __init__(self, stall_after: int) -> None:
+        super().__init__()
+        self.stall_after = stall_after
+        self.subscription: Subscription | None = None
+
+    def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
+        super().on_messages(messages)
+        if self.calls == self.stall_after and self.subscription is not None:
+            self.subscription.carry(0)
+
+
+def test_a_replay_to_a_client_that_reads_nothing_stops_and_goes_on_from_there() -> None:
+    topic, steps, _ = paced_feed()
+    topic.on_fetched(large(0, 99))
+    listener = StallingListener(stall_after=2)
+    subscription = listener.subscription = topic.subscribe(listener, {}, "historical")
+    steps.run()
+    assert listener.offsets(0) == list(range(8))  # two chunks, then nothing more is read
+    assert subscription.parked == [subscription.cursors[0]] and not steps.waiting
+
+    subscription.carry(1)  # it reads again
+    steps.run()
+    assert listener.offsets(0) == list(range(100))  # the rest, in order, once each
+    assert listener.live == [(0, 100)] and not subscription.parked
+
+
+def test_a_stopped_replay_whose_history_the_cache_let_go_catches_up_from_the_broker() -> None:
+    topic, steps, catch_ups = paced_feed(max_bytes=40 * (REPLAY_CHUNK_BYTES // 4 + 300))
+    topic.on_fetched(large(0, 39))
+    listener = StallingListener(stall_after=1)
+    subscription = listener.subscription = topic.subscribe(listener, {}, "historical")
+    steps.run()
+    assert listener.offsets(0) == [0, 1, 2, 3]
+    topic.on_fetched(large(40, 59))  # the cache lets offsets 0-19 go
+    assert topic.partitions[0].cache.start_offset > 4
+
+    subscription.carry(1)
+    steps.run()
+    assert catch_ups == [(0, 4)]  # from where it stopped, not from the cache's start
+    assert listener.offsets(0) == [0, 1, 2, 3]

@@ -54,6 +54,11 @@ def message_size(message: KafkaMessage) -> int:
     return size
 
 
+def _payload(message: KafkaMessage) -> int:
+    """A message's key and value bytes: what a read's ``max_bytes`` counts."""
+    return len(message.key or b"") + len(message.value or b"")
+
+
 @dataclass(frozen=True, slots=True)
 class Evicted:
     """What one append or eviction pass let go."""
@@ -119,10 +124,11 @@ class PartitionCache:
             self.next_offset = next_offset
 
     def read_from(
-        self, offset: int, *, limit: int = 0, skip_tombstones: bool = False
+        self, offset: int, *, limit: int = 0, max_bytes: int = 0, skip_tombstones: bool = False
     ) -> tuple[list[KafkaMessage], int]:
-        """Held messages at ``offset`` and after, oldest first, at most ``limit`` if given, and
-        the offset to continue reading from (:attr:`next_offset` once the end is reached).
+        """Held messages at ``offset`` and after, oldest first, at most ``limit`` if given and
+        no more once their keys and values reach ``max_bytes`` if given (one at least), and the
+        offset to continue reading from (:attr:`next_offset` once the end is reached).
 
         ``skip_tombstones`` is for a reader starting from scratch (a fresh ``historical``
         subscriber), who has no earlier value for a deleted key to forget.
@@ -130,28 +136,38 @@ class PartitionCache:
         index = bisect.bisect_left(self._offsets, offset, lo=self._head)
         found: list[KafkaMessage] = []
         slots = self._slots
+        room = max_bytes if max_bytes > 0 else -1
         while index < len(slots):
             message = slots[index]
             index += 1
             if message is None or (skip_tombstones and message.value is None):
                 continue
             found.append(message)
-            if limit > 0 and len(found) >= limit:
+            if room > 0:
+                room = max(0, room - _payload(message))
+            if (limit > 0 and len(found) >= limit) or not room:
                 if index < len(slots):
                     return found, self._offsets[index]
                 break
         return found, self.next_offset
 
     def read_wanted(
-        self, offset: int, interest: Interest, *, limit: int, skip_tombstones: bool = False
+        self,
+        offset: int,
+        interest: Interest,
+        *,
+        limit: int,
+        max_bytes: int = 0,
+        skip_tombstones: bool = False,
     ) -> tuple[list[KafkaMessage], int]:
         """Like :meth:`read_from`, but only the held messages ``interest`` may want, found
         through the index: the cost is in proportion to what is returned."""
         found: list[KafkaMessage] = []
         slots = self._slots
         offsets = self._offsets
+        room = max_bytes if max_bytes > 0 else -1
         for wanted in self._index.wanted_from(offset, interest, self._held()):
-            if len(found) >= limit:
+            if len(found) >= limit or not room:
                 return found, wanted
             index = bisect.bisect_left(offsets, wanted, lo=self._head)
             if index == len(offsets) or offsets[index] != wanted:
@@ -160,6 +176,8 @@ class PartitionCache:
             if message is None or (skip_tombstones and message.value is None):
                 continue
             found.append(message)
+            if room > 0:
+                room = max(0, room - _payload(message))
         return found, self.next_offset
 
     def _held(self) -> Iterator[KafkaMessage]:

@@ -13,7 +13,13 @@ Where that offset lies decides how it is served:
   :class:`~ssegate.kafka.topics.LivePositions`, moved once per batch. A batch costs
   O(messages + deliveries), not O(subscribers).
 - inside the cache: **replay**. The subscriber reads from the cache in chunks, one chunk per
-  loop iteration (so a large history never stalls the loop), then joins the live set. A
+  loop iteration (so a large history never stalls the loop), then joins the live set. A chunk
+  is at most :data:`REPLAY_CHUNK` messages and :data:`REPLAY_CHUNK_BYTES` of keys and values.
+  A subscription that carries no stream (its client stopped reading:
+  :meth:`Subscription.carry` ``0``) reads no further chunk: its cursor stays where it is, and
+  the replay goes on from there once it carries a stream again, from the cache, or from the
+  broker (catch-up) if the cache let that part go meanwhile. So the history is not copied
+  into a client that does not read: what it is written is the chunk its socket refused. A
   subscriber with an interest replays through the cache's index of keys and header values
   (:meth:`~.partition_cache.PartitionCache.read_wanted`), at the cost of what it receives;
   catch-up and ahead deliveries are narrowed to its interest too.
@@ -51,6 +57,9 @@ from ssegate.kafka.topics import (
 from ssegate.telemetry import log
 
 REPLAY_CHUNK = 4096
+REPLAY_CHUNK_BYTES = 32 * 1024
+"""Keys and values one replay chunk holds at most: about what a client's socket takes before
+a write to it is refused, so a client that reads nothing is written little past that."""
 
 
 class Stage(Enum):
@@ -92,17 +101,25 @@ class Subscription:
     cancelled: bool = False
     streams: int = 1
     """Downstream streams the listener delivers to, counted as the topic's subscribers."""
+    parked: list[PartitionCursor] = field(default_factory=list)
+    """Replays stopped while the listener carries no stream."""
 
     def cancel(self) -> None:
         if not self.cancelled:
             self.cancelled = True
+            self.parked.clear()
             self.feed.remove(self)
 
     def carry(self, streams: int) -> None:
-        """The listener delivers to ``streams`` streams now (a cohort of them)."""
+        """The listener delivers to ``streams`` streams now (a cohort of them); with none its
+        replays stop, and go on once it has one again."""
         if not self.cancelled and streams != self.streams:
             self.feed.hooks.subscribers_changed(self.feed.topic, streams - self.streams)
             self.streams = streams
+            if streams and self.parked:
+                parked, self.parked = self.parked, []
+                for cursor in parked:
+                    self.feed.replay(cursor)
 
 
 @dataclass(slots=True)
@@ -209,7 +226,7 @@ class TopicFeed:
             self._join_live(feed, cursor)
         elif cursor.cursor >= cache.start_offset:
             cursor.stage = Stage.REPLAY
-            self.hooks.schedule(lambda: self._replay(cursor))
+            self.replay(cursor)
         else:
             cursor.stage = Stage.CATCH_UP
             feed.tickets += 1
@@ -233,8 +250,16 @@ class TopicFeed:
             self.positions,
         )
 
+    def replay(self, cursor: PartitionCursor) -> None:
+        """Read ``cursor``'s next chunk from the cache at the loop's next turn."""
+        self.hooks.schedule(lambda: self._replay(cursor))
+
     def _replay(self, cursor: PartitionCursor) -> None:
-        if cursor.subscription.cancelled or cursor.stage is not Stage.REPLAY:
+        subscription = cursor.subscription
+        if subscription.cancelled or cursor.stage is not Stage.REPLAY:
+            return
+        if not subscription.streams:  # its client reads nothing: go on once it does
+            subscription.parked.append(cursor)
             return
         cache = self.partitions[cursor.partition].cache
         if cursor.cursor < cache.start_offset or cursor.cursor >= cache.next_offset:
@@ -243,11 +268,18 @@ class TopicFeed:
         interest = cursor.subscription.interest
         if interest is None:
             messages, after = cache.read_from(
-                cursor.cursor, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
+                cursor.cursor,
+                limit=REPLAY_CHUNK,
+                max_bytes=REPLAY_CHUNK_BYTES,
+                skip_tombstones=cursor.fresh,
             )
         else:  # through the cache's index: the cost of what this subscriber receives
             messages, after = cache.read_wanted(
-                cursor.cursor, interest, limit=REPLAY_CHUNK, skip_tombstones=cursor.fresh
+                cursor.cursor,
+                interest,
+                limit=REPLAY_CHUNK,
+                max_bytes=REPLAY_CHUNK_BYTES,
+                skip_tombstones=cursor.fresh,
             )
         cursor.cursor = after
         if messages and not self._deliver(cursor, messages):
@@ -257,7 +289,7 @@ class TopicFeed:
         if after >= cache.next_offset:
             self._route(cursor)
         else:
-            self.hooks.schedule(lambda: self._replay(cursor))
+            self.replay(cursor)
 
     # -- fetch events --------------------------------------------------------------------------
 

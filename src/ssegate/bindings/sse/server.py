@@ -36,9 +36,11 @@ Options, Zilla's first then ssegate's own:
 Slow clients. A stream's unsent bytes are what ssegate buffers for it and what the kernel holds
 unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when the sweep finds its
 unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at once
-when a group's direct write to its socket is refused (:meth:`DownstreamStream.refused`: such a
-socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent,
-so a refusal means the client's window is shut). It reads again once its unsent bytes are back at
+when a write to its socket is refused (:meth:`DownstreamStream.refused`): a group's direct write,
+or, for a chunked cleartext HTTP/1.1 response, the stream's own write that left bytes to its
+transport (the response's socket is then limited as a group's is). Such a socket's kernel takes
+only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent, so a refusal means
+the client's window is shut. It reads again once its unsent bytes are back at
 the stall mark, or, for a stall a refused write found, down to :data:`RESUME_MARK`, where its kernel
 takes writes again: asked at each sweep, and at once when its connection drains (such a socket's
 transport says so as soon as what the kernel refused has gone out). The stall mark stays the release
@@ -352,6 +354,8 @@ class DownstreamStream:
             stream.send_data(data)
             server.metrics.inc("stream.data.sent", server.name, len(data))
             buffered = stream.buffered
+            if buffered and stream.direct_socket() is not None:
+                self.refused()  # its socket did not take the write whole (see the module doc)
         else:
             held.add(data)
             buffered = stream.buffered + held.size
@@ -403,9 +407,11 @@ class DownstreamStream:
         return self._state == _CLOSED
 
     def refused(self) -> None:
-        """A direct write to the client's socket left bytes to its transport: the kernel holds
-        what it takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`), its window
-        is shut. The client stalls now, not when the sweep finds it over the mark."""
+        """A write to the client's socket left bytes to its transport: the kernel holds what it
+        takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`, set by
+        :meth:`~ssegate.engine.exchange.ResponseStream.direct_socket`), its window is shut. The
+        client stalls now, not when the sweep finds it over the mark, and its source is told at
+        once (:meth:`Subscription.pace`): a replay stops there."""
         if self.stalled_since is None and self._state == _OPEN:
             server = self._server
             self._stall(server.sweep.clock(), server.resume_mark)

@@ -111,7 +111,8 @@ class Subscription(Protocol):
         """The client stopped reading (``True``): until it reads again (``False``) its stream
         takes what is written in one write per sweep tick, so a source that counts the streams
         it writes (the Kafka cache server's ``ssegate.kafka.subscribers``) need not count this
-        one."""
+        one, and a source that can wait (a replay from the Kafka cache) writes no more until
+        then: it keeps its place and goes on from there."""
 
 
 @runtime_checkable
