@@ -193,17 +193,12 @@ def mutated(document: dict[str, Any], path: list[str], value: Any) -> dict[str, 
         (
             ["channels", "events", "address"],
             "/events/{name}",
-            "/channels/events/address: parameter {name} is not declared",
+            "/channels/events/parameters/topic: parameter 'topic' does not appear in the address",
         ),
         (
             ["channels", "events", "address"],
             7,
             "/channels/events/address: 7 is not of type 'string', 'null'",
-        ),
-        (
-            ["operations", "onEvents", "action"],
-            "receive",
-            "/operations/onEvents/action: an SSE stream only carries events to the client",
         ),
         (
             ["servers", "plain", "protocol"],

@@ -129,6 +129,8 @@ TLS_CLIENT = "tests/bindings/tls/test_tls_client.py::"
 H2 = "tests/bindings/http/test_h2_limits_gateway.py::"
 MODELS = "tests/models/test_models.py::"
 EXPAND = "tests/asyncapi/test_expand.py::"
+READING = "tests/asyncapi/test_reading.py::"
+ZILLA_SPELLINGS = "test_zillas_spellings_of_servers_and_routes_expand_alike"
 CATALOGS = "tests/catalogs/test_catalogs.py::"
 JWT = "tests/guards/test_jwt.py::"
 FS = "tests/bindings/filesystem/test_server.py::"
@@ -284,6 +286,7 @@ def _asyncapi(kind: str) -> dict[str, Applied | Refused]:
                 "servers[].pathname",
             )
         },
+        f"{where}.options.specs.*.server": Applied(READING + ZILLA_SPELLINGS),
     }
     unused = f"is not used by an asyncapi {kind}: "
     passed_on = {
@@ -310,9 +313,11 @@ def _asyncapi(kind: str) -> dict[str, Applied | Refused]:
         )
     if kind == "client":
         refused = _no_routes("an asyncapi client expands to one chain, its exit's")
-        for name in ("when", "when[].api-id", "when[].operation-id", "with", "guarded"):
+        for name in ("when", "when[].api-id", "when[].spec", "when[].operation-id", "with"):
             table[f"{where}.routes[].{name}"] = refused
+        table[f"{where}.routes[].guarded"] = refused
         table[f"{where}.routes[].with.api-id"] = refused
+        table[f"{where}.routes[].with.spec"] = refused
         table[f"{where}.routes[].with.operation-id"] = refused
     else:
         routed = Applied(
@@ -320,6 +325,7 @@ def _asyncapi(kind: str) -> dict[str, Applied | Refused]:
         )
         for name in ("when", "when[].api-id", "when[].operation-id"):
             table[f"{where}.routes[].{name}"] = routed
+        table[f"{where}.routes[].when[].spec"] = Applied(READING + ZILLA_SPELLINGS)
         table[f"{where}.routes[].guarded"] = _guard_refused("asyncapi", kind)
         with_ = (
             routed
@@ -330,6 +336,9 @@ def _asyncapi(kind: str) -> dict[str, Applied | Refused]:
         )
         for name in ("with", "with.api-id", "with.operation-id"):
             table[f"{where}.routes[].{name}"] = with_
+        table[f"{where}.routes[].with.spec"] = (
+            Applied(READING + ZILLA_SPELLINGS) if kind == "proxy" else with_
+        )
     table[f"{where}.telemetry.metrics"] = METRICS
     return table
 

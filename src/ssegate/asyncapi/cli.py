@@ -2,8 +2,11 @@
 
 - ``ssegate asyncapi export -c zilla.yaml [-o FILE]``: the AsyncAPI 3.0.0 document (JSON; YAML
   when FILE ends in ``.yaml``/``.yml``) of the config's SSE endpoints.
-- ``ssegate asyncapi validate FILE``: check an AsyncAPI 3.0.0/2.6.0 document against the
-  official schema and the SSE rules; exit 2 with ``<json pointer>: <problem>`` when it fails.
+- ``ssegate asyncapi validate FILE``: check an AsyncAPI 3.0.0/2.6.0 document as an
+  ``asyncapi`` binding reads it (:mod:`~ssegate.asyncapi.roles`: the official schema, every
+  ``$ref``, the rules of an SSE document); exit 2 with ``<json pointer>: <problem>`` when it
+  fails. A valid document's notes (where it relies on Zilla's reading rather than the AsyncAPI
+  specification) follow, one ``note:`` line each.
 - ``ssegate asyncapi expand -c zilla.yaml``: the config with its ``asyncapi`` bindings expanded,
   as YAML, to see what runs.
 """
@@ -70,16 +73,20 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ssegate.asyncapi.document import AsyncApiError, load_document
-    from ssegate.asyncapi.model import read_api
+    from ssegate.asyncapi.document import AsyncApiError
+    from ssegate.asyncapi.roles import check_spec, read_spec
 
     text = read_text(args.document, "AsyncAPI document")
     try:
-        api = read_api(load_document(text, args.document))
+        api = read_spec(text, args.document)
+        role = check_spec(api)
     except AsyncApiError as exc:
         raise ConfigError(args.document, str(exc)) from None
     counts = f"{len(api.channels)} channels, {len(api.operations)} operations"
-    print(f"{args.document}: valid AsyncAPI {api.version} ({counts})")
+    kind = {"sse": "SSE ", "kafka": "Kafka "}.get(role, "")
+    print(f"{args.document}: valid {kind}AsyncAPI {api.version} ({counts})")
+    for note in api.notes:
+        print(f"{args.document}: note: {note}")
     return 0
 
 

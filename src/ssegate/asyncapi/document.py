@@ -7,7 +7,10 @@ the npm package ``@asyncapi/specs``, Apache-2.0, see ``schemas/NOTICE``). Every 
 so a person finds it in the document without guessing.
 
 :func:`resolve_ref` follows local ``$ref`` pointers (``#/components/...``); references to other
-files are refused, the document must stand alone.
+files are refused, the document must stand alone. Every ``$ref`` of the document is checked when
+it is loaded, followed or not: one that points at nothing is refused at its own pointer
+(``/operations/onEvents/messages/0/$ref: '#/channels/x/messages/y' points at nothing``), so a
+typo in a part ssegate does not read is found as surely as one in a part it does.
 """
 
 from __future__ import annotations
@@ -83,6 +86,28 @@ def validate_document(document: Mapping[str, Any]) -> None:
     if errors:
         deepest = _deepest(min(errors, key=_rank))
         raise AsyncApiError(pointer(deepest.absolute_path), _message(deepest))
+    check_refs(document)
+
+
+def check_refs(document: Mapping[str, Any]) -> None:
+    """Refuse the first ``$ref`` of ``document``, in document order, that cannot be followed."""
+    for where, value in _refs(document, "", 0):
+        resolve_ref(document, value, where)
+
+
+def _refs(value: Any, where: str, depth: int) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """Every mapping with a string ``$ref`` inside ``value``, with its pointer."""
+    if depth > 64:  # the YAML reader bounds nesting well below this
+        return
+    if isinstance(value, Mapping):
+        if isinstance(value.get("$ref"), str):
+            yield where, value
+        for key, item in value.items():
+            if key != "$ref":
+                yield from _refs(item, f"{where}/{pointer([str(key)])[1:]}", depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _refs(item, f"{where}/{index}", depth + 1)
 
 
 def _rank(error: ValidationError) -> tuple[int, ...]:

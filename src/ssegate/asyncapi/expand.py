@@ -11,13 +11,15 @@ The subset (``docs/asyncapi.md`` has the full story):
 
 - **server** (specs with ``http``/``https``/``sse``/``secure-sse`` servers): servers become a
   ``tcp`` server (``options.tcp`` overrides host and ports), a ``tls`` server for the secure
-  ones, one ``http`` server; every ``send`` operation's channel becomes an http route on
+  ones, one ``http`` server; every operation's channel (``receive`` as Zilla writes it, or
+  ``send``: :mod:`~ssegate.asyncapi.roles`) becomes an http route on
   ``<pathname><address>`` (``{params}`` kept) and an ``sse`` server route (``{params}`` as
   ``*``), guarded when the operation (or its server) requires an ``http`` bearer, ``oauth2`` or
   ``openIdConnect`` scheme; payload schemas become ``json`` models on an inline catalog.
-- **proxy** (an SSE spec and a Kafka spec, routes ``when{api-id, operation-id}`` →
-  ``with{api-id, operation-id}``): an ``sse-kafka`` proxy, SSE channel address → Kafka channel
-  address as the topic (``{param}`` → ``${params.param}``).
+- **proxy** (an SSE spec and a Kafka spec, routes ``when{spec, operation-id}`` →
+  ``with{spec, operation-id}``, ``spec`` written ``api-id`` by older Zilla configs): an
+  ``sse-kafka`` proxy, SSE channel address → Kafka channel address as the topic (``{param}`` →
+  ``${params.param}``).
 - **client** with a Kafka spec: ``kafka`` cache_client → cache_server → client → tcp (tls),
   the cache_server checking each topic's messages against the channel's payload and key
   schemas (:mod:`~ssegate.asyncapi.kafka_topics`); with an SSE/HTTP spec: ``sse`` client →
@@ -30,15 +32,15 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from ssegate.asyncapi.document import AsyncApiError
 from ssegate.asyncapi.inline_catalog import catalog_model, json_schema_of
 from ssegate.asyncapi.model import PARAMETER, ApiChannel, ApiOperation, SecurityUse
-from ssegate.asyncapi.south import Entry, expand_client, expand_proxy
+from ssegate.asyncapi.roles import SSE_PROTOCOLS, sse_operations
+from ssegate.asyncapi.south import Entry, expand_client, expand_proxy, spec_label
 from ssegate.asyncapi.specs import Spec, load_specs
 from ssegate.config.errors import ConfigError, ConfigErrors
 from ssegate.config.validate import validate_document
 
-SSE_PROTOCOLS = {"http": False, "sse": False, "https": True, "secure-sse": True}
-"""Server protocols an SSE server listens with, and whether they are secure."""
 GUARD_TYPES = {("http", "bearer"), ("oauth2", ""), ("openIdConnect", "")}
 DOCUMENT_OPTION = "document"
 """``options.http.document``: the path the generated http server serves the AsyncAPI at."""
@@ -89,7 +91,7 @@ def _expand_server(
     where = f"bindings.{name}"
     operations = [(spec, op) for spec in specs for op in _sse_operations(spec)]
     if not operations:
-        raise ConfigError(f"{where}.options.specs", "no spec has an SSE operation (action send)")
+        raise ConfigError(f"{where}.options.specs", "no spec has an SSE operation")
     sse_name, http_name = f"{name}_sse_server", f"{name}_http_server"
     guard = _guard_name(name, options, result, operations)
     sse_routes = []
@@ -134,23 +136,10 @@ def _expand_server(
 
 
 def _sse_operations(spec: Spec) -> list[ApiOperation]:
-    for server in spec.servers():
-        if server.protocol not in SSE_PROTOCOLS:
-            raise spec.error(
-                f"{server.where}/protocol",
-                f"{server.protocol!r} is not an SSE server protocol ({', '.join(SSE_PROTOCOLS)})",
-            )
-    operations = []
-    for operation in spec.api.operations.values():
-        if operation.action != "send":
-            raise spec.error(
-                f"{operation.where}/action" if spec.api.version == "3.0.0" else operation.where,
-                "an SSE stream only carries events to the client: the application must 'send'"
-                " (2.6: 'subscribe')",
-            )
-        spec.require_path(operation.channel)
-        operations.append(operation)
-    return operations
+    try:
+        return sse_operations(spec.api, spec.servers())
+    except AsyncApiError as exc:
+        raise spec.fail(exc) from None
 
 
 def _prefix(spec: Spec) -> str:
@@ -175,7 +164,7 @@ def _operation_exit(
     for route in raw.get("routes") or []:
         for when in route.get("when") or []:
             if (
-                when.get("api-id", spec.label) == spec.label
+                spec_label(when, spec.label) == spec.label
                 and when.get("operation-id", operation.name) == operation.name
             ):
                 exit_name = route["exit"]

@@ -3,15 +3,19 @@
 :func:`read_api` takes a schema-valid 3.0.0 or 2.6.0 document (see
 :mod:`ssegate.asyncapi.document`) and returns an :class:`Api`, the same shape for both
 versions, every part remembering the JSON pointer it came from. The checks the official
-schema cannot make are made here and refused with that pointer: a ``{parameter}`` the
-channel does not declare (or one declared and not used), a payload in a schema format other
-than JSON Schema or Avro, a server ``host`` without a port. Each message keeps its payload
+schema cannot make are made here and refused with that pointer: a parameter declared and not
+used in the address, a payload in a schema format other than JSON Schema or Avro, a server
+``host`` with a bad port. A ``{parameter}`` used in an address and not declared is read as
+Zilla reads it, one path segment (its examples write ``/events/{id}`` with no
+``parameters``), and listed in :attr:`Api.notes`, the differences from the AsyncAPI
+specification that the document relies on. Each message keeps its payload
 schema and its Kafka key schema (``bindings.kafka.key``) with their format and pointer; what
 may use which format is decided where they are used (an SSE channel takes JSON Schema only).
 
 2.6.0 is read from the client's point of view as that version defines it: a channel's
 ``subscribe`` operation is what the application sends (an SSE stream), ``publish`` what it
-receives. In 3.0.0 the operation's ``action`` says it directly (``send``/``receive``).
+receives. In 3.0.0 the operation's ``action`` says it directly (``send``/``receive``); which
+actions an SSE or Kafka document may use is decided by :mod:`~ssegate.asyncapi.roles`.
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ class ApiChannel:
     where: str
     address_at: str
     """The pointer of the address (``/channels/x/address``; in 2.6 the channel's own key)."""
+    undeclared: tuple[str, ...] = ()
+    """Parameters of the address with no entry under ``parameters`` (read as Zilla does)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,17 @@ class Api:
     servers: tuple[ApiServer, ...]
     channels: dict[str, ApiChannel]
     operations: dict[str, ApiOperation] = field(default_factory=dict)
+
+    @property
+    def notes(self) -> list[str]:
+        """``<pointer>: <what>`` for each place the document departs from the AsyncAPI
+        specification in a way Zilla runs, and ssegate with it."""
+        return [
+            f"{c.address_at}: parameter {{{p}}} is not declared in {c.where}/parameters;"
+            " read as one path segment, as Zilla does"
+            for c in self.channels.values()
+            for p in c.undeclared
+        ]
 
 
 def read_api(document: Mapping[str, Any]) -> Api:
@@ -276,11 +293,7 @@ def _channel(
     address_at: str,
 ) -> ApiChannel:
     used = PARAMETER.findall(address)
-    for parameter in used:
-        if parameter not in declared:
-            raise AsyncApiError(
-                address_at, f"parameter {{{parameter}}} is not declared in {where}/parameters"
-            )
+    undeclared = tuple(p for p in used if p not in declared)
     for parameter in declared:
         if parameter not in used:
             raise AsyncApiError(
@@ -289,7 +302,7 @@ def _channel(
             )
     if len(set(used)) != len(used):
         raise AsyncApiError(address_at, f"{address!r} names a parameter twice")
-    return ApiChannel(name, address, tuple(used), tuple(messages), where, address_at)
+    return ApiChannel(name, address, tuple(used), tuple(messages), where, address_at, undeclared)
 
 
 def _messages(

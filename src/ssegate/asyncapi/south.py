@@ -10,8 +10,9 @@ selected) becomes ``<name>_sse_client`` → ``<name>_http_client`` → (``<name>
 ``<name>_tcp_client`` aimed at that server.
 
 A **proxy** maps operations of an SSE spec onto ``receive`` operations of a Kafka spec
-(Zilla's ``when{api-id, operation-id}`` → ``with{api-id, operation-id}``; without
-``operation-id`` the operations of the same name are paired) and becomes one
+(Zilla's ``when{spec, operation-id}`` → ``with{spec, operation-id}``, ``spec`` spelled
+``api-id`` in older Zilla configs; without ``operation-id`` the operations of the same name are
+paired) and becomes one
 ``<name>_sse_kafka`` proxy whose routes match the SSE channel's address and read the Kafka
 channel's address as the topic.
 """
@@ -24,12 +25,14 @@ from typing import Any
 
 from ssegate.asyncapi.kafka_topics import kafka_topics
 from ssegate.asyncapi.model import PARAMETER, ApiOperation
+from ssegate.asyncapi.roles import KAFKA_PROTOCOLS
+from ssegate.asyncapi.roles import SSE_PROTOCOLS as SSE_CLIENT_PROTOCOLS
 from ssegate.asyncapi.specs import Spec
 from ssegate.config.errors import ConfigError
 
-KAFKA_PROTOCOLS = {"kafka": False, "kafka-secure": True}
-"""Kafka server protocols; ``kafka-secure`` is refused until the kafka client speaks TLS."""
-SSE_CLIENT_PROTOCOLS = {"http": False, "sse": False, "https": True, "secure-sse": True}
+SPEC_KEYS = ("spec", "api-id")
+"""The key a route's ``when`` and ``with`` name a spec by: Zilla's current one, then its
+older one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +185,19 @@ def _kafka_chain(
     return Entry(f"{name}_kafka_cache_client", "kafka")
 
 
+def spec_label(entry: Mapping[str, Any], default: Any = None) -> Any:
+    """The spec a ``when`` or ``with`` names (``spec``, or the older ``api-id``)."""
+    for key in SPEC_KEYS:
+        if key in entry:
+            return entry[key]
+    return default
+
+
+def _spec_at(entry: Mapping[str, Any], where: str) -> str:
+    """The YAML path of the key ``entry`` names its spec with."""
+    return f"{where}.{next((k for k in SPEC_KEYS if k in entry), SPEC_KEYS[0])}"
+
+
 def expand_proxy(
     name: str,
     raw: Mapping[str, Any],
@@ -198,10 +214,11 @@ def expand_proxy(
             raise ConfigError(
                 f"{where}.exit", "an asyncapi proxy exits to an asyncapi client with a Kafka spec"
             )
-        kafka = _spec(by_label, (route.get("with") or {}).get("api-id"), f"{where}.with.api-id")
+        with_ = route.get("with") or {}
+        kafka = _spec(by_label, spec_label(with_), _spec_at(with_, f"{where}.with"))
         for w_index, when in enumerate(route.get("when") or []):
             when_at = f"{where}.when[{w_index}]"
-            sse = _spec(by_label, when.get("api-id"), f"{when_at}.api-id")
+            sse = _spec(by_label, spec_label(when), _spec_at(when, when_at))
             for operation in _pick(sse, when.get("operation-id"), f"{when_at}.operation-id"):
                 wanted = (route.get("with") or {}).get("operation-id") or operation.name
                 kafka_op = kafka.api.operations.get(wanted)
@@ -226,7 +243,7 @@ def _spec(by_label: Mapping[str, Spec], label: Any, where: str) -> Spec:
 
 def _pick(spec: Spec, operation_id: Any, where: str) -> list[ApiOperation]:
     if operation_id is None:
-        return [op for op in spec.api.operations.values() if op.action == "send"]
+        return list(spec.api.operations.values())
     operation = spec.api.operations.get(str(operation_id))
     if operation is None:
         raise ConfigError(where, f"spec {spec.label!r} has no operation {operation_id!r}")
