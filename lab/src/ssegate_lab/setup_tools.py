@@ -30,6 +30,77 @@ SLOW_BUILD_TIMEOUT = 1800.0
 ASYNCAPI_SPECS_VERSION = "6.11.1"
 """The ``@asyncapi/specs`` release whose schemas ``ssegate/asyncapi/schemas`` ships."""
 H2SPEC_MODULE = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+OTELCOL_VERSION = "v0.165.0"
+"""The OpenTelemetry Collector release the ``otelcol`` step builds (its ``v1`` modules are
+those it was released with)."""
+OTELCOL_STABLE_VERSION = "v1.71.0"
+_OTELCOL_GO_MOD = f"""module ssegate_lab/otelcol
+
+go 1.26
+
+require (
+\tgo.opentelemetry.io/collector/component {OTELCOL_STABLE_VERSION}
+\tgo.opentelemetry.io/collector/confmap {OTELCOL_STABLE_VERSION}
+\tgo.opentelemetry.io/collector/confmap/provider/fileprovider {OTELCOL_STABLE_VERSION}
+\tgo.opentelemetry.io/collector/exporter/debugexporter {OTELCOL_VERSION}
+\tgo.opentelemetry.io/collector/otelcol {OTELCOL_VERSION}
+\tgo.opentelemetry.io/collector/receiver/otlpreceiver {OTELCOL_VERSION}
+\tgo.opentelemetry.io/collector/service {OTELCOL_VERSION}
+)
+"""
+_OTELCOL_MAIN = """\
+// A collector with the otlp receiver and the debug exporter only: what the otlp exporter's
+// tests send to. The core distribution (cmd/otelcorecol) is not published as a module, so this
+// main package puts the released components together the way its generated main does.
+package main
+
+import (
+\t"log"
+
+\t"go.opentelemetry.io/collector/component"
+\t"go.opentelemetry.io/collector/confmap"
+\t"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+\t"go.opentelemetry.io/collector/exporter"
+\t"go.opentelemetry.io/collector/exporter/debugexporter"
+\t"go.opentelemetry.io/collector/otelcol"
+\t"go.opentelemetry.io/collector/receiver"
+\t"go.opentelemetry.io/collector/receiver/otlpreceiver"
+\t"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+)
+
+func factories() (otelcol.Factories, error) {
+\treceivers, err := otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
+\tif err != nil {
+\t\treturn otelcol.Factories{}, err
+\t}
+\texporters, err := otelcol.MakeFactoryMap[exporter.Factory](debugexporter.NewFactory())
+\tif err != nil {
+\t\treturn otelcol.Factories{}, err
+\t}
+\treturn otelcol.Factories{
+\t\tReceivers: receivers,
+\t\tExporters: exporters,
+\t\tTelemetry: otelconftelemetry.NewFactory(),
+\t}, nil
+}
+
+func main() {
+\tinfo := component.BuildInfo{Command: "otelcol", Description: "otlp in, debug out"}
+\tsettings := otelcol.CollectorSettings{
+\t\tBuildInfo: info,
+\t\tFactories: factories,
+\t\tConfigProviderSettings: otelcol.ConfigProviderSettings{
+\t\t\tResolverSettings: confmap.ResolverSettings{
+\t\t\t\tProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory()},
+\t\t\t\tDefaultScheme:     "file",
+\t\t\t},
+\t\t},
+\t}
+\tif err := otelcol.NewCommand(settings).Execute(); err != nil {
+\t\tlog.Fatal(err)
+\t}
+}
+"""
 _OUTPUT_TAIL_LINES = 15
 
 
@@ -112,6 +183,21 @@ def h2spec() -> Path:
     return binary
 
 
+def otel_collector() -> Path:
+    """An OpenTelemetry Collector (otlp receiver, debug exporter), built from its Go modules."""
+    binary = cache_root() / "otelcol" / "bin" / f"otelcol-{OTELCOL_VERSION}"
+    if binary.is_file():
+        return binary
+    refuse_when_offline("otelcol", f"the OpenTelemetry Collector {OTELCOL_VERSION}", binary)
+    go = _tool("go", fallback=Path("/usr/local/go/bin/go"))
+    build = binary.parent.parent / f"build-{OTELCOL_VERSION}"
+    build.mkdir(parents=True, exist_ok=True)
+    (build / "go.mod").write_text(_OTELCOL_GO_MOD)
+    (build / "main.go").write_text(_OTELCOL_MAIN)
+    _run([go, "-C", str(build), "build", "-mod=mod", "-trimpath", "-o", str(binary), "."])
+    return binary
+
+
 STEPS: dict[str, Step] = {
     step.name: step
     for step in (
@@ -124,6 +210,7 @@ STEPS: dict[str, Step] = {
         ),
         Step("asyncapi-specs", "the AsyncAPI JSON Schemas (npm @asyncapi/specs)", asyncapi_specs),
         Step("h2spec", "h2spec, built with go install", h2spec),
+        Step("otelcol", "the OpenTelemetry Collector, built with Go (minutes)", otel_collector),
         Step(
             "registry",
             "Apicurio Registry, built with Maven (minutes)",
