@@ -147,10 +147,7 @@ TCP_WHEN = Refused(
     "tcp routes by port only in this version of ssegate",
     test="tests/bindings/tcp/test_server.py::test_routes_on_cidr_are_refused_as_not_supported_yet",
 )
-OTLP = Refused(
-    "exporter type 'otlp' is not supported yet by this version of ssegate",
-    test="tests/config/test_every_option.py::test_validate_lists_every_refusal_and_fails_as_start_does",
-)
+OTLP = "tests/telemetry/test_otlp.py::"
 METRICS = Applied(
     "tests/telemetry/test_prometheus.py::"
     "test_telemetry_metrics_select_the_zilla_series_each_binding_asks_for"
@@ -752,19 +749,27 @@ TABLE: dict[str, Applied | Refused] = {
         "tests/telemetry/test_prometheus.py::test_only_the_http_scheme_is_accepted"
     ),
     **{
-        f"telemetry.exporters.otlp{name}": OTLP
+        f"telemetry.exporters.otlp{name}": Applied(
+            "tests/telemetry/test_otlp_collector.py::"
+            "test_metrics_and_log_events_reach_a_real_collector"
+        )
+        for name in ("", ".options.endpoint", ".options.endpoint.protocol")
+    },
+    **{
+        f"telemetry.exporters.otlp{name}": Applied(
+            OTLP + "test_signals_choose_what_is_sent_and_overrides_resolve_against_the_location"
+        )
         for name in (
-            "",
             ".options.interval",
             ".options.signals",
-            ".options.endpoint",
-            ".options.endpoint.protocol",
-            ".options.endpoint.location",
             ".options.endpoint.overrides",
             ".options.endpoint.overrides.metrics",
             ".options.endpoint.overrides.logs",
         )
     },
+    "telemetry.exporters.otlp.options.endpoint.location": Applied(
+        OTLP + "test_a_location_that_is_not_an_http_url_is_refused_naming_it"
+    ),
     "telemetry.attributes": Applied(
         "tests/telemetry/test_stdout_exporter.py::test_telemetry_attributes_ride_on_every_line"
     ),
@@ -911,12 +916,6 @@ bindings:
     type: tcp
     kind: client
     options: {host: 127.0.0.1, port: 1}
-telemetry:
-  exporters:
-    traces:
-      type: otlp
-      options:
-        endpoint: {location: "http://127.0.0.1:4318"}
 """
 
 
@@ -933,12 +932,12 @@ def test_validate_lists_every_refusal_and_fails_as_start_does(tmp_path: Path) ->
     assert validated.stderr.splitlines() == [
         "ssegate: bindings.south_sse_client.options.keepalive: " + SSE_SERVER_ONLY,
         "ssegate: vaults.servers.options.signers: " + SIGNERS,
-        "ssegate: telemetry.exporters.traces.type: " + OTLP.message,
     ]
     started = ssegate("start")
     assert started.returncode != 0
-    assert started.stderr == f"ssegate: telemetry.exporters.traces.type: {OTLP.message}\n"
-    config.write_text(CONFIG.split("telemetry:")[0].replace("store: nowhere.p12", "store: x"))
+    keepalive = "ssegate: bindings.south_sse_client.options.keepalive: "
+    assert started.stderr == f"{keepalive}{SSE_SERVER_ONLY}\n"
+    config.write_text(CONFIG.replace("store: nowhere.p12", "store: x"))
     started = ssegate("start")
     assert started.returncode != 0
     assert "bindings.south_sse_client.options.keepalive: " + SSE_SERVER_ONLY in started.stderr

@@ -80,7 +80,12 @@ GUARD_FACTORIES: dict[str, str] = {"jwt": "ssegate.guards.jwt_guard:build"}
 EXPORTER_STARTERS: dict[str, str] = {
     "stdout": "ssegate.telemetry.stdout:start_stdout",
     "prometheus": "ssegate.telemetry.prometheus:start_prometheus",
+    "otlp": "ssegate.telemetry.otlp:start_otlp",
 }
+
+EXPORTER_OPTIONS: dict[str, str] = {"otlp": "ssegate.telemetry.otlp:otlp_options"}
+"""Exporter ``type`` → the function that reads its options, raising ConfigError: run when the
+exporter is checked, so ``validate`` reports what ``start`` would."""
 
 
 def _load(target: str) -> Callable[..., Any]:
@@ -118,6 +123,7 @@ class Runtime:
         self._catalogs: CatalogSet | None = None
         self._servers: list[asyncio.AbstractServer] = []
         self._relay: AnswerRelay | None = None
+        self._exporters: list[Closable] = []
         self.addresses: list[tuple[str, str, int]] = []
         """``(binding, host, port)`` for every listener opened, with the real port."""
 
@@ -233,6 +239,9 @@ class Runtime:
                 f"exporter type '{component.type}' is not supported yet by this version of ssegate",
             )
         refuse_unsupported_component("exporter", component)
+        options = EXPORTER_OPTIONS.get(component.type)
+        if options is not None:
+            _load(options)(component)
         return _load(target)
 
     def build(self) -> list[TcpListening]:
@@ -285,15 +294,24 @@ class Runtime:
                         tls=ssl_context is not None,
                     )
         telemetry = self._config.telemetry
+        selection = MetricSelection.of(
+            telemetry, {b.name: b.telemetry for b in self._config.bindings.values()}
+        )
         for name, component in self._config.exporters.items():
             started = self.exporter(name)
             if component.type == "prometheus":
-                selection = MetricSelection.of(
-                    telemetry, {b.name: b.telemetry for b in self._config.bindings.values()}
-                )
                 self._servers.extend(
                     await started(
                         self._metrics, component, reuse_port=reuse_port, selection=selection
+                    )
+                )
+            elif component.type == "otlp":
+                self._exporters.append(
+                    started(
+                        self._metrics,
+                        component,
+                        attributes=telemetry.get("attributes"),
+                        selection=selection,
                     )
                 )
             else:
@@ -370,12 +388,13 @@ class Runtime:
                 guard.streams.relay = None
             self._relay.close()
             self._relay = None
-        for built in self._built.values():
-            if isinstance(built, Closable):
-                result = built.close()
-                if asyncio.iscoroutine(result):
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(result, grace)
+        closables = [b for b in self._built.values() if isinstance(b, Closable)]
+        for built in [*closables, *self._exporters]:
+            result = built.close()
+            if asyncio.iscoroutine(result):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(result, grace)
+        self._exporters.clear()
         waits = [server.wait_closed() for server in self._servers]
         if waits:
             await asyncio.wait([asyncio.ensure_future(w) for w in waits], timeout=grace)

@@ -4,8 +4,7 @@ Code anywhere calls ``event("http.request", binding="north_http_server", status=
 Without a ``stdout`` exporter, warnings and errors still reach stderr as plain lines (a config
 problem or a dropped client is never silent); with one, every event is written to stdout as a
 JSON object, the way Zilla's stdout exporter writes one line per event, with the config's
-``telemetry.attributes`` (``{"service.namespace": "example"}``) on every line that has any:
-Zilla hands them to its ``otlp`` exporter only, which ssegate does not have.
+``telemetry.attributes`` (``{"service.namespace": "example"}``) on every line that has any.
 
 A field's value may come from outside (a config value, a header, a variable of an env file): one
 longer than :data:`MAX_FIELD_CHARS` is cut there and says how long it was, so no line is larger
