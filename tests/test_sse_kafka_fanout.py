@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from tests.support.deaf_clients import TCP_CLOSE, deaf_client, tcp_state
 from tests.support.http_servers import run
+from tests.support.metrics import metric
 
 from ssegate.bindings.sse_kafka.event_id import decode_progress
 from ssegate.engine.runtime import free_port
@@ -63,14 +64,7 @@ class Gateway:
     process: GatewayProcess
 
     async def metric(self, series: str) -> float:
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.metrics_port)
-        writer.write(b"GET /metrics HTTP/1.1\r\nhost: metrics\r\nconnection: close\r\n\r\n")
-        text = (await reader.read()).decode()
-        writer.close()
-        for line in text.splitlines():
-            if line.startswith(series + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return await metric(self.metrics_port, series)
 
     async def until_metric(self, series: str, value: float, within: float = 20.0) -> None:
         deadline = time.monotonic() + within

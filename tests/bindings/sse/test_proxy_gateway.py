@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tests.support.metrics import metric
 
 from ssegate.engine.runtime import free_port
 from ssegate.sse_codec.parser import SseEvent, SseParser
@@ -104,14 +105,7 @@ class Gateway:
 
     async def metric(self, series: str) -> float:
         """The value of one Prometheus series, ``name{labels}`` as exposed (0 when absent)."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.metrics_port)
-        writer.write(b"GET /metrics HTTP/1.1\r\nhost: metrics\r\nconnection: close\r\n\r\n")
-        text = (await reader.read()).decode()
-        writer.close()
-        for line in text.splitlines():
-            if line.startswith(series + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return await metric(self.metrics_port, series)
 
 
 def start_gateway(

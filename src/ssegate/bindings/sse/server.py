@@ -38,9 +38,10 @@ unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when 
 unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at once
 when a write to its socket is refused (:meth:`DownstreamStream.refused`): a group's direct write,
 or, for a chunked cleartext HTTP/1.1 response, the stream's own write that left bytes to its
-transport (the response's socket is then limited as a group's is). Such a socket's kernel takes
-only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent, so a refusal means
-the client's window is shut. It reads again once its unsent bytes are back at
+transport (such a response's socket is limited from its head on, as a group's direct ones are).
+Such a socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`
+unsent, so a refusal means the client's window is shut (without the limit, a loopback socket's
+kernel takes megabytes). It reads again once its unsent bytes are back at
 the stall mark, or, for a stall a refused write found, down to :data:`RESUME_MARK`, where its kernel
 takes writes again: asked at each sweep, and at once when its connection drains (such a socket's
 transport says so as soon as what the kernel refused has gone out). The stall mark stays the release
@@ -209,6 +210,7 @@ class DownstreamStream:
         self._stream.send_headers(
             200, TIMESTAMPED_STREAM_HEADERS if self.timestamps else STREAM_HEADERS
         )
+        self._stream.direct_socket()  # its kernel takes little unsent from now on: refused()
         server.metrics.inc("stream.opens.sent", server.name)
         server.metrics.gauge("stream.active.sent", server.name, 1)
         if server.preamble:
