@@ -174,13 +174,14 @@ def test_jar_resolution_without_maven_names_the_missing_command(
         ensure_broker_jars(tmp_path)
 
 
-def test_resolved_jars_are_found_again_without_running_maven() -> None:
+def test_resolved_jars_are_found_again_without_running_maven(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ensure_broker_jars()
-    started = time.monotonic()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mvn to run: it must not be needed
 
     lib = ensure_broker_jars()
 
-    assert time.monotonic() - started < 0.1
     assert any(lib.glob("kafka_2.13-*.jar"))
 
 

@@ -132,7 +132,7 @@ def test_a_body_that_stops_arriving_is_answered_408_after_the_request_timeout(
     answer, waited = run(scenario)
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert b"\r\nconnection: close\r\n" in answer
-    assert timeout <= waited < timeout + 0.5
+    assert timeout <= waited < timeout + 5.0  # at the request timeout, not the idle one (60 s)
 
 
 def test_malformed_header_is_answered_400_and_closed() -> None:

@@ -164,15 +164,27 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         yield Gateway(port, tight_port, metrics, context, process)
 
 
+SERVED_WITHIN = 10.0
+"""How long a normal client may wait while another connection floods: far past what a busy
+machine takes, far short of a gateway held up by the flood until a timeout lets it go."""
+
+
 async def served_elsewhere(port: int, context: ssl.SSLContext) -> tuple[bytes, float]:
-    """A normal client's GET on a connection of its own: its status and how long it took."""
-    started = time.monotonic()
-    client = await H2Client.connect(port, tls=context)
-    sid = client.request("GET", "/index.html")
-    await client.until(ended(sid))
-    status = client.response_headers(sid)[b":status"]
-    await client.close()
-    return status, time.monotonic() - started
+    """A normal client's GET on a connection of its own: its status and how long it took.
+
+    It runs on a thread and event loop of its own, so the flood the test writes meanwhile
+    delays only the gateway, not the client's own turns."""
+
+    async def get() -> tuple[bytes, float]:
+        started = time.monotonic()
+        client = await H2Client.connect(port, tls=context)
+        sid = client.request("GET", "/index.html")
+        await client.until(ended(sid))
+        status = client.response_headers(sid)[b":status"]
+        await client.close()
+        return status, time.monotonic() - started
+
+    return await asyncio.to_thread(asyncio.run, get())
 
 
 def _ping(_: int) -> bytes:
@@ -266,7 +278,7 @@ def test_a_flood_of_one_frame_kind_gets_goaway_enhance_your_calm_and_others_are_
         acks = peer.count(SettingsFrame, flags={"ACK"}) - 1  # one is for the opening SETTINGS
         assert 0 < acks <= burst + 100 * took + 1
     assert status == b"200"
-    assert latency < 5.0
+    assert latency < SERVED_WITHIN
     assert gateway.logged("http.h2.flood", binding=NAME, kind=kind)
     assert gateway.counter("ssegate_http2_floods_total", NAME, kind=kind) == before + 1
 
@@ -371,6 +383,6 @@ def test_a_peer_that_sends_pings_and_reads_nothing_is_dropped(gateway: Gateway) 
     dropped, status, latency = run(scenario, timeout=40)
     assert dropped
     assert status == b"200"
-    assert latency < 5.0
+    assert latency < SERVED_WITHIN
     assert gateway.logged("http.h2.flood", binding=TIGHT, kind="write-backlog")
     assert gateway.counter("ssegate_http2_floods_total", TIGHT, kind="write-backlog") == 1

@@ -438,7 +438,7 @@ def test_a_stalled_client_is_dropped_when_its_timeout_is_up_not_at_a_later_sweep
         sink.event("x")
         sweep.sweep(100.0)  # the stall starts; the sweep's clock stays at 100.0 from now on
         started = time.monotonic()
-        while stream.aborted_over is None and time.monotonic() - started < 2:
+        while stream.aborted_over is None and time.monotonic() - started < 10:
             await asyncio.sleep(0.01)
         dropped = server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time")
         return stream.aborted_over, time.monotonic() - started, dropped
@@ -446,7 +446,7 @@ def test_a_stalled_client_is_dropped_when_its_timeout_is_up_not_at_a_later_sweep
     aborted_over, after, dropped = asyncio.run(scenario())
     # the sweep's own visits (its clock frozen) would never see the timeout up: the timer did
     assert aborted_over == 1 << 20 and dropped == 1
-    assert 0.15 <= after < 1.0
+    assert 0.15 <= after < 5.0
 
 
 def test_a_client_that_reads_again_before_its_timeout_is_not_dropped_by_the_timer() -> None:
