@@ -116,7 +116,7 @@ def test_a_collector_that_is_down_costs_counted_drops_and_one_warning(
             with caplog.at_level(logging.WARNING, logger="ssegate"):
                 await exporter.export()
         finally:
-            await exporter.close(timeout=1.0)  # the last export fails too
+            await exporter.close(timeout=10.0)  # the last export fails too
 
     asyncio.run(main())
     assert failed(metrics, "metrics", "unreachable") == 2
@@ -153,7 +153,7 @@ def test_close_stops_catching_log_events() -> None:
 
     async def main() -> None:
         exporter.start()
-        await exporter.close(timeout=1.0)
+        await exporter.close(timeout=10.0)
 
     asyncio.run(main())
     log.warning("sse.refused", binding="north_sse_server", status=404)

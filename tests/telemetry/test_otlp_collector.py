@@ -172,23 +172,34 @@ def status_of(url: str) -> int:
 def test_metrics_and_log_events_reach_a_real_collector(tmp_path: Path) -> None:
     http_port, otlp_port, prometheus_port = free_ports(3)
     config = gateway_config(tmp_path, http_port, otlp_port, prometheus_port)
+    http_server = {"binding": "Str(north_http_server)"}
+    expected = [
+        ("stream.opens.received", http_server, "Value: 2.000000"),
+        ("http.duration", http_server, "Count: 2"),
+        (
+            "ssegate.filesystem.responses",
+            {"binding": "Str(north_filesystem_server)", "status": "Str(200)"},
+            "Value: 1.000000",
+        ),
+    ]
+
+    def requests_logged(got: Received) -> list[dict[str, str]]:
+        return [r for r in got.records if r.get("EventName") == "http.request"]
+
+    def arrived(text: str) -> bool:
+        got = received(text)
+        return all(p in got.points for p in expected) and len(requests_logged(got)) == 2
+
     info = {"SSEGATE_LOG_LEVEL": "info"}
     with Collector(tmp_path, otlp_port) as collector, GatewayProcess(config, env=info):
         assert status_of(f"http://127.0.0.1:{http_port}/index.html") == 200
         assert status_of(f"http://127.0.0.1:{http_port}/missing.html") == 404
-        opens = ("stream.opens.received", {"binding": "Str(north_http_server)"}, "Value: 2.000000")
-        output = collector.wait_for(
-            lambda text: opens in received(text).points, "both requests counted"
-        )
-    got = received(output)
-    http_server = {"binding": "Str(north_http_server)"}
-    assert ("http.duration", http_server, "Count: 2") in got.points
-    served = {"binding": "Str(north_filesystem_server)", "status": "Str(200)"}
-    assert ("ssegate.filesystem.responses", served, "Value: 1.000000") in got.points
+        output = collector.wait_for(arrived, "both requests' metrics and log events")
     assert "-> service.namespace: Str(example)" in output
-    requests = [r for r in got.records if r.get("EventName") == "http.request"]
+    assert "-> service.name: Str(ssegate)" in output
+    requests = requests_logged(received(output))
     assert [r["-> binding"] for r in requests] == ["Str(north_http_server)"] * 2
-    assert any("path=/missing.html status=404" in r["Body"] for r in requests)
+    assert "path=/missing.html status=404" in requests[1]["Body"]
     assert {r["SeverityText"] for r in requests} == {"INFO"}
 
 
