@@ -199,7 +199,7 @@ class OtlpExporter:
             body = logs_request(events, self._resource).SerializeToString()
             requests.append(("logs", logs_url, body, len(events)))
         limit = min(self.options.interval, EXPORT_TIMEOUT) if timeout is None else timeout
-        failures = await _in_daemon_thread(lambda: _post_each(requests, limit))
+        failures = await _in_daemon_thread(lambda: _post_each(requests, limit)) if requests else {}
         self._account(failures, requests)
 
     def _account(
