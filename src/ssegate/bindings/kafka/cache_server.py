@@ -50,6 +50,7 @@ Design:
 Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.cache.bytes``,
 ``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
 ``ssegate.kafka.invalid_messages``, ``ssegate.kafka.repeats_skipped``,
+``ssegate.kafka.transforms.unextracted`` (and label ``field``: :mod:`~.transforms`),
 ``ssegate.kafka.fetch.assignments``,
 ``ssegate.kafka.resets``, ``ssegate.kafka.fetch.stalls``, ``ssegate.kafka.leader_changes``;
 ``ssegate.kafka.broker.available`` (1 or 0: whether any broker answers);
@@ -95,6 +96,7 @@ from ssegate.bindings.kafka.message_check import MessageCheck, all_of
 from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
 from ssegate.bindings.kafka.repeats import DEFAULT_HORIZON
 from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
+from ssegate.bindings.kafka.transforms import TopicTransform, build_transforms
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext, ExitKind
@@ -128,6 +130,7 @@ class KafkaCacheServer:
         bootstrap: Iterable[str] = (),
         default_offsets: Mapping[str, DefaultOffset] | None = None,
         checks: Mapping[str, MessageCheck] | None = None,
+        transforms: Mapping[str, TopicTransform] | None = None,
         bounds: CacheBounds | None = None,
         metrics: Metrics | None = None,
         metadata_interval: float = 5.0,
@@ -145,7 +148,8 @@ class KafkaCacheServer:
             self._schedule_from_thread, self._on_events, on_stall=self._on_stall
         )
         self._fetcher = FetchThread(
-            client, self._handover.put, self._checks, metadata_interval=metadata_interval,
+            client, self._handover.put, self._checks, transforms=transforms,
+            metadata_interval=metadata_interval,
             repeat_horizon=self.bounds.repeat_horizon, name=f"kafka-fetch-{name}", shared=shared,
         )  # fmt: skip
         self._shared_role = (
@@ -157,6 +161,7 @@ class KafkaCacheServer:
         self._known_topics: frozenset[str] = frozenset()
         self._missing: dict[str, float] = {}
         self._warned_missing: set[str] = set()
+        self._warned_unextracted: set[tuple[str, str]] = set()
         self._available = True
         self._reason = ""
         self._brokers = 0
@@ -268,6 +273,17 @@ class KafkaCacheServer:
             metrics.gauge("ssegate.kafka.cache.bytes", self.name, grown, topic=topic)
         if evicted:
             metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
+        for unextracted in batch.unextracted:
+            field = str(unextracted.field)
+            metrics.inc("ssegate.kafka.transforms.unextracted", self.name, topic=topic, field=field)
+            if (topic, field) not in self._warned_unextracted:
+                self._warned_unextracted.add((topic, field))
+                log.warning(
+                    "kafka.transform_unextracted",
+                    binding=self.name,
+                    message=f"Nothing to extract from {field} on topic {topic}, partition"
+                    f" {batch.partition}, offset {unextracted.offset}; later ones are counted",
+                )
         for offset, reason in batch.invalid:
             metrics.inc("ssegate.kafka.invalid_messages", self.name, topic=topic)
             log.warning(
@@ -458,6 +474,7 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
         bootstrap=[str(t) for t in options.get("bootstrap") or ()],
         default_offsets=defaults,
         checks=build_topic_checks(topics, f"{where}.topics", ctx.catalogs),
+        transforms=build_transforms(topics, f"{where}.topics", ctx.catalogs),
         bounds=CacheBounds(max_bytes, max_age, repeat_horizon),
         metrics=ctx.metrics,
         shared=end_of(ctx.worker_link(binding.name)),

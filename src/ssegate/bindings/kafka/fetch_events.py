@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ssegate.bindings.kafka.repeats import Repeat
+from ssegate.bindings.kafka.transforms import Unextracted
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage
 
 # -- commands: loop → thread -------------------------------------------------------------------
@@ -90,6 +91,8 @@ class Fetched:
     ticket: int = 0
     repeats: list[Repeat] = field(default_factory=list)
     """Records passed over as repeats of an earlier copy (:mod:`~.repeats`)."""
+    unextracted: list[Unextracted] = field(default_factory=list)
+    """Fields the topic's transforms found nothing in (:mod:`~.transforms`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,7 @@ from ssegate.bindings.kafka.fetch_events import (
 from ssegate.bindings.kafka.host_fetch import FollowerEnd, LeaderEnd, SharedFetchEnd
 from ssegate.bindings.kafka.message_check import MessageCheck
 from ssegate.bindings.kafka.repeats import Repeat, RepeatFilter, record_id
+from ssegate.bindings.kafka.transforms import TopicTransform, Unextracted
 from ssegate.kafka.topics import KafkaMessage
 
 BATCH = 5000
@@ -105,6 +106,7 @@ class FetchThread:
         deliver: Callable[[list[Event]], None],
         checks: Mapping[str, MessageCheck],
         *,
+        transforms: Mapping[str, TopicTransform] | None = None,
         metadata_interval: float = 5.0,
         repeat_horizon: int = 0,
         name: str = "kafka-fetch",
@@ -127,6 +129,8 @@ class FetchThread:
         self._batch_at: dict[bool, float] = {}
         """When each reader (shared fetch, catch-up) last closed a batch."""
         self._checks = checks
+        self._transforms = dict(transforms or {})
+        """Per topic, the key and headers its records are given (:mod:`~.transforms`)."""
         self._metadata_interval = metadata_interval
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._stopping = threading.Event()
@@ -459,6 +463,8 @@ class FetchThread:
         """The records as one batch for the loop, or ``None`` when all of them were read only
         to learn their ids (before the reader's :attr:`~.repeats.RepeatFilter.start`)."""
         check = self._checks.get(topic)
+        transform = self._transforms.get(topic)
+        unextracted: list[Unextracted] = []
         repeats = self._repeats[catch_up].get((topic, partition))
         start = -1 if repeats is None else repeats.start
         messages: list[KafkaMessage] = []
@@ -484,10 +490,13 @@ class FetchThread:
                 record.timestamp()[1],
             )
             reason = check(message) if check is not None else None
-            if reason is None:
-                messages.append(message)
-            else:
+            if reason is not None:
                 invalid.append((offset, reason))
+                continue
+            if transform is not None:
+                message, missed = transform.apply(message)
+                unextracted.extend(missed)
+            messages.append(message)
         next_offset = (records[-1].offset() or 0) + 1
         ticket = 0
         if catch_up:
@@ -497,7 +506,9 @@ class FetchThread:
                 self._catch_up_next[key] = next_offset
         if next_offset <= start:
             return None
-        return Fetched(topic, partition, messages, next_offset, invalid, catch_up, ticket, skipped)
+        return Fetched(
+            topic, partition, messages, next_offset, invalid, catch_up, ticket, skipped, unextracted
+        )
 
 
 def _headers(record: Message) -> tuple[tuple[str, bytes], ...]:
