@@ -156,3 +156,16 @@ def test_a_stopped_replay_whose_history_the_cache_let_go_catches_up_from_the_bro
     steps.run()
     assert catch_ups == [(0, 4)]  # from where it stopped, not from the cache's start
     assert listener.offsets(0) == [0, 1, 2, 3]
+
+
+def test_a_replay_from_scratch_whose_start_went_before_it_began_starts_at_the_oldest_held() -> None:
+    topic, steps, catch_ups = paced_feed(max_bytes=40 * (REPLAY_CHUNK_BYTES // 4 + 300))
+    topic.on_fetched(large(0, 39))
+    listener = RecordingListener()
+    topic.subscribe(listener, {}, "historical")  # its first chunk waits for the loop
+    topic.on_fetched(large(40, 59))  # meanwhile the cache lets the oldest go
+    start = topic.partitions[0].cache.start_offset
+    assert start > 0
+    steps.run()
+    assert catch_ups == []  # nothing it asked for was let go: "the oldest held" moved on
+    assert listener.offsets(0) == list(range(start, 60))

@@ -18,8 +18,12 @@ Where that offset lies decides how it is served:
   A subscription that carries no stream (its client stopped reading:
   :meth:`Subscription.carry` ``0``) reads no further chunk: its cursor stays where it is, and
   the replay goes on from there once it carries a stream again, from the cache, or from the
-  broker (catch-up) if the cache let that part go meanwhile. So the history is not copied
-  into a client that does not read: what it is written is the chunk its socket refused. A
+  broker (catch-up) if the cache let that part go meanwhile. A replay from scratch (the
+  ``historical`` default) whose start the cache let go before its first chunk starts at the
+  oldest the cache holds then, which is what it asked for, rather than catching up. So the
+  history is not copied into a client that does not read: what it is written is the chunk its
+  socket refused. Each chunk is deferrable work (:mod:`ssegate.engine.turns`): a thousand
+  clients that open a replay at once take turns with the live batches. A
   subscriber with an interest replays through the cache's index of keys and header values
   (:meth:`~.partition_cache.PartitionCache.read_wanted`), at the cost of what it receives;
   catch-up and ahead deliveries are narrowed to its interest too.
@@ -47,6 +51,7 @@ from enum import Enum
 from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
 from ssegate.bindings.kafka.interest_index import InterestIndex
 from ssegate.bindings.kafka.partition_cache import PartitionCache
+from ssegate.engine.turns import shared_turns
 from ssegate.kafka.topics import (
     DefaultOffset,
     Interest,
@@ -57,7 +62,7 @@ from ssegate.kafka.topics import (
 from ssegate.telemetry import log
 
 REPLAY_CHUNK = 4096
-REPLAY_CHUNK_BYTES = 32 * 1024
+REPLAY_CHUNK_BYTES = 16 * 1024
 """Keys and values one replay chunk holds at most: about what a client's socket takes before
 a write to it is refused, so a client that reads nothing is written little past that."""
 
@@ -251,8 +256,15 @@ class TopicFeed:
         )
 
     def replay(self, cursor: PartitionCursor) -> None:
-        """Read ``cursor``'s next chunk from the cache at the loop's next turn."""
-        self.hooks.schedule(lambda: self._replay(cursor))
+        """Read ``cursor``'s next chunk from the cache at the loop's next turn, within the
+        turn's budget for deferrable work (:mod:`ssegate.engine.turns`): a crowd that replays
+        at once takes turns with the batches of the live streams, not whole turns from them."""
+        turns = shared_turns()
+
+        def step() -> None:
+            turns.run(lambda: self._replay(cursor))
+
+        self.hooks.schedule(step)
 
     def _replay(self, cursor: PartitionCursor) -> None:
         subscription = cursor.subscription
@@ -262,6 +274,8 @@ class TopicFeed:
             subscription.parked.append(cursor)
             return
         cache = self.partitions[cursor.partition].cache
+        if cursor.fresh and cursor.reported < 0 and cursor.cursor < cache.start_offset:
+            cursor.cursor = cache.start_offset  # "the oldest held" moved on before it began
         if cursor.cursor < cache.start_offset or cursor.cursor >= cache.next_offset:
             self._route(cursor)  # evicted meanwhile (catch up), or reached the end (go live)
             return
