@@ -101,12 +101,14 @@ def run_case(
         "other_work_on_machine": round(max(0.0, other), 2),
     }
     opened, failed, received = ready.opened, ready.failed, result.received
+    closed_early = result.closed_early
     client = validity.client_load(result.cpu_seconds, wall)
     extra: dict[str, Any] = {}
     if bulk_figures is not None:
         measured["h2load"] = bulk_figures["cpu_s"]
-        opened += bulk_figures["opened"]
+        opened += bulk_figures["opened"]  # at most the streams h2load was given
         failed += bulk - bulk_figures["opened"]
+        closed_early += bulk_figures.get("reopened", 0)  # ended, and opened again by h2load
         received += bulk_figures["events_estimated"]
         busiest = validity.client_load([bulk_figures["cpu_s"]], wall, THREADS)
         if busiest["client_cpu_share"] > client["client_cpu_share"]:
@@ -126,7 +128,7 @@ def run_case(
         "rate": rate,
         "published": published.events,
         **validity.delivery(expected, received, result.duplicates, result.gaps, result.late, span),
-        "closed_early": result.closed_early,
+        "closed_early": closed_early,
         "offered_events_per_s": round(expected / duration, 1),
         **client,
         "publisher_cpu_share": round(harness_cpu / wall, 3) if wall > 0 else 0.0,

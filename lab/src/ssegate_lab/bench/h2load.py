@@ -171,18 +171,26 @@ def h2load_delivery(
 
     ``python_*``: the body bytes, streams opened and events read (every one, once) by the
     Python client over the same case.
+
+    In its timed mode (``-D``) h2load sends a new request on a connection whose stream ended,
+    so it can answer more requests ``2xx`` than it was given streams: each answer beyond them
+    is a stream that ended before the case did and was opened again (``reopened``), not a
+    stream more. ``opened`` counts the streams asked for that were answered, never more.
     """
     report: H2loadReport | None = figures.get("report")
     out = {k: v for k, v in figures.items() if k != "report"}
     if report is None:
-        return out | {"opened": 0, "complete": False, "events_estimated": 0}
+        return out | {"opened": 0, "reopened": 0, "complete": False, "events_estimated": 0}
+    opened = min(report.answered_2xx, figures["streams"])
     per_stream = python_bytes / python_streams if python_streams else 0.0
-    owed = round(per_stream * report.answered_2xx)
+    owed = round(per_stream * opened)
     per_event = python_bytes / python_events if python_events else 0.0
     events = round(report.data_bytes / per_event) if per_event else 0
     return out | {
         "started": report.started,
-        "opened": report.answered_2xx,
+        "answered_2xx": report.answered_2xx,
+        "opened": opened,
+        "reopened": report.answered_2xx - opened,
         "refused": report.refused,
         "data_bytes": report.data_bytes,
         "data_bytes_owed": owed,
