@@ -110,7 +110,12 @@ def test_fanout_delivers_every_event_on_ssegate_and_mercure_and_reports_ratios(
         assert pair["delivered_events_per_s"] > 0 and pair["p99_ms"] > 0
     assert "memory_per_idle_connection" in ratios and "throughput_at_p99_target" in ratios
     # both passed the only rate: neither ceiling was found, so nothing is decided
-    assert ratios["throughput_at_p99_target_status"] == "not measured"
+    assert ratios["throughput_at_p99_target_status"] == "no verdict"
+    for entry in result["ladder"]:  # and each ladder says so, not "every rate passed" alone
+        assert entry["stopped"].startswith("every rate passed, up to 50 ev/s")
+    # the result records what it measured: the commit, the tree, the machine, the command
+    assert result["provenance"]["argv"] and "tree_clean" in result["provenance"]
+    assert "load_average_at_start" in result["machine"]
     assert plot.exists() or "matplotlib is not installed" in result["plot"]
 
 

@@ -46,10 +46,13 @@ def test_servers_take_turns_at_each_rung_while_they_climb() -> None:
 
 
 def test_a_server_that_passes_no_rung_while_the_other_passes_one_is_missed_at_zero() -> None:
-    measure, _ = servers_that_sustain({"ssegate": 100.0, "mercure": 900.0})
+    measure, calls = servers_that_sustain({"ssegate": 5.0, "mercure": 900.0})
     ladders = {
         c.server: c.report() for c in climb(["ssegate", "mercure"], QUICK_RUNGS, measure, 1e9)
     }
+    # it went down from the lowest rung, halving, to a sixteenth of it, and passed nothing
+    assert [rate for server, rate in calls if server == "ssegate"] == [200, 100, 50, 25, 12]
+    assert ladders["ssegate"]["stopped"] == "no rate passed, down to 12 ev/s"
     judged = compare(ladders["ssegate"], ladders["mercure"], ("ssegate", "Mercure"))
     assert (judged.ratio, judged.status) == (0.0, "missed")
     reported = ratios({"cases": [], "idle": [], "ladder": list(ladders.values())})
@@ -57,25 +60,54 @@ def test_a_server_that_passes_no_rung_while_the_other_passes_one_is_missed_at_ze
     assert reported["throughput_at_p99_target_status"] == "missed"
 
 
-def test_an_invalid_step_ends_the_climb_and_a_ceiling_not_found_decides_nothing() -> None:
-    measure, _ = servers_that_sustain({"ssegate": 5000.0, "mercure": 5000.0}, invalid_from=800.0)
+def test_a_peer_that_fails_the_lowest_rung_is_followed_down_until_it_passes_one() -> None:
+    measure, calls = servers_that_sustain({"ssegate": 950.0, "mercure": 120.0})
     ladders = {
         c.server: c.report() for c in climb(["ssegate", "mercure"], QUICK_RUNGS, measure, 1e9)
     }
-    assert ladders["mercure"]["stopped"] == "800 ev/s invalid: load client saturated"
-    assert ladders["mercure"]["best_rate"] == 200.0
+    mercure = ladders["mercure"]
+    assert ("mercure", 100.0) in calls  # half the lowest rung, then bisected up to 10 %
+    assert mercure["best_rate"] <= 120.0 < mercure["first_failed_rate"] <= 200.0
+    assert mercure["resolution"] <= RESOLUTION
+    judged = compare(ladders["ssegate"], mercure, ("ssegate", "Mercure"))
+    assert judged.status == "met" and judged.ratio is not None
+    assert 950.0 / 200.0 < judged.ratio < 950.0 / 100.0  # a finite ratio, from both ceilings
+
+
+def test_a_peer_that_passes_nothing_down_to_the_floor_gives_no_ratio_and_no_verdict() -> None:
+    """The old comparison called this met, with an infinite ratio."""
+    measure, _ = servers_that_sustain({"ssegate": 950.0, "mercure": 1.0})
+    ladders = {
+        c.server: c.report() for c in climb(["ssegate", "mercure"], QUICK_RUNGS, measure, 1e9)
+    }
     judged = compare(ladders["ssegate"], ladders["mercure"], ("ssegate", "Mercure"))
-    assert judged.status == "not measured" and "ceiling was not found" in judged.note
+    assert (judged.ratio, judged.status) == (None, "no verdict")
+    assert judged.note.startswith("Mercure passed no rate (no rate passed, down to 12 ev/s)")
+    reported = ratios({"cases": [], "idle": [], "ladder": list(ladders.values())})
+    assert reported["throughput_at_p99_target"] is None
+    assert reported["throughput_at_p99_target_status"] == "no verdict"
 
 
-def test_the_time_budget_ends_the_bisection_and_the_coarse_result_decides_nothing() -> None:
+def test_each_ladder_says_truly_why_it_stopped() -> None:
+    measure, _ = servers_that_sustain({"a": 950.0, "b": 1e9})
+    reports = {c.server: c.report() for c in climb(["a", "b"], QUICK_RUNGS, measure, 1e9)}
+    resolved = reports["a"]
+    assert resolved["stopped"] == (
+        f"resolved: {resolved['best_rate']:g} ev/s passed,"
+        f" {resolved['first_failed_rate']:g} ev/s failed"
+    )
+    assert reports["b"]["stopped"] == (
+        "every rate passed, up to 3200 ev/s: the ceiling is above the rungs"
+    )
+    # a time budget spent stops only the ladders that still had a step to take
     ticks = iter(range(1000))
-    measure, _ = servers_that_sustain({"ssegate": 950.0, "mercure": 1000.0})
-    ladders = climb(["ssegate", "mercure"], QUICK_RUNGS, measure, 5.5, clock=lambda: next(ticks))
-    reports = {c.server: c.report() for c in ladders}
-    assert all("time budget" in r["stopped"] for r in reports.values())
-    judged = compare(reports["ssegate"], reports["mercure"], ("ssegate", "Mercure"))
-    assert judged.status == "not measured" and "resolved only" in judged.note
+    measure, _ = servers_that_sustain({"a": 950.0, "b": 1e9})
+    cut = {
+        c.server: c.report()
+        for c in climb(["a", "b"], QUICK_RUNGS, measure, 5.5, clock=lambda: next(ticks))
+    }
+    assert cut["a"]["stopped"] == "time budget of 6 s spent"
+    assert cut["b"]["stopped"].startswith("every rate passed")
 
 
 def _row(**changes: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ssegate_lab.bench.stalled_report import verdicts
+from ssegate_lab.bench.suite_pipeline import sink_owed
 from ssegate_lab.bench.suite_report import TARGETS, judge_targets
 
 Result = dict[str, Any]
@@ -41,7 +42,7 @@ def _kafka_fanout(us: float, p99: float = 20.0, clients: int = 10_000, **more: A
         server="ssegate", clients=clients, rate=30, latency_ms={"p99": p99},
         events_per_server_cpu_s=round(1e6 / us),
     )  # fmt: skip
-    return {"cases": [case | more]}
+    return {"duration_s": 5.0, "cases": [case | more]}
 
 
 def _kafka_fanout_p99(p99: float, **more: Any) -> Result:
@@ -51,19 +52,31 @@ def _kafka_fanout_p99(p99: float, **more: Any) -> Result:
 def _proxy_10k(p99: float, clients: int = 10_000, **more: Any) -> Result:
     rate = 20_000 / clients
     case = _delivery_case(protocol="h1", clients=clients, rate=rate, latency_ms={"p99": p99})
-    return {"cases": [case | more]}
+    return {"duration_s": 5.0, "cases": [case | more]}
 
 
 def _mercure_p99(ratio: float, workers: int = 2, **more: Any) -> Result:
     pair = {"transport": "tls-h2", "clients": 1000, "rate": 20, "p99_ms": ratio}
     ours = _delivery_case(server="ssegate", transport="tls-h2") | more
     theirs = _delivery_case(server="mercure", transport="tls-h2")
-    return {"gateway_workers": workers, "ratios": {"pairs": [pair]}, "cases": [ours, theirs]}
+    return {"gateway_workers": workers, "duration_s": 4.0, "ratios": {"pairs": [pair]},
+            "cases": [ours, theirs]}  # fmt: skip
 
 
-def _mercure_throughput(ratio: float, workers: int = 2) -> Result:
-    ratios = {"throughput_at_p99_target": ratio, "throughput_at_p99_target_status": "met"}
-    return {"gateway_workers": workers, "ratios": ratios}
+def _ladder_step(rate: float, seconds: float = 3.0, **more: Any) -> dict[str, Any]:
+    publisher = {"rate": rate, "written": round(rate * seconds)}
+    return {"rate": rate, "client_saturated": False, "publisher": publisher} | more
+
+
+def _mercure_throughput(
+    ratio: float | None, workers: int = 2, status: str = "met", **step: Any
+) -> Result:
+    ratios = {"throughput_at_p99_target": ratio, "throughput_at_p99_target_status": status}
+    ladder = [
+        {"server": "ssegate", "steps": [_ladder_step(200.0, **step), _ladder_step(800.0, **step)]},
+        {"server": "mercure", "steps": [_ladder_step(200.0, **step)]},
+    ]
+    return {"gateway_workers": workers, "ratios": ratios, "ladder": ladder}
 
 
 def _keyed_case(streams: int, **more: Any) -> dict[str, Any]:
@@ -76,7 +89,7 @@ def _keyed_case(streams: int, **more: Any) -> dict[str, Any]:
 
 def _keyed_100k(p99: float, streams: int = 100_000, **more: Any) -> Result:
     case = _keyed_case(streams, latency_ms={"p99": p99}, **more)
-    return {"rate": 5000.0, "duration_s": 300.0, "cases": [case]}
+    return {"rate": 5000.0, "duration_s": 300.0, "keys": 200_000, "cases": [case]}
 
 
 def _soak(growth: float, duration: float = 1800.0, **more: Any) -> Result:
@@ -102,34 +115,41 @@ def _stalled_run(p99_ratio: float = 1.5, rss_ratio: float = 1.05, late: int = 0,
     return run
 
 
-def _stalled(stalled: int = 1000, **run: Any) -> Result:
-    return {"stalled": stalled, "runs": [_stalled_run(**run)]}
+def _stalled(stalled: int = 1000, duration: float = 30.0, **run: Any) -> Result:
+    return {"stalled": stalled, "duration_s": duration, "runs": [_stalled_run(**run)]}
 
 
 def _failover(clients: int = 1000, **more: Any) -> Result:
     case = {"lost": 0, "duplicates": 0, "out_of_order": 0, "unexpected": 0, "gap_s": 9.0,
             "kills": [{"gap_s": 9.0}, {"gap_s": 6.0}]} | more  # fmt: skip
-    return {"clients": clients, "cases": [case]}
+    return {"clients": clients, "hold": 5.0, "cases": [case]}
 
 
 def _pipeline(case: str) -> Callable[[float], Result]:
-    def result(rate: float, records: int = 1_000_000) -> Result:
-        return {"records": records, case: {"runs": [{"records_per_s": rate}]}}
+    def result(rate: float, records: int = 1_000_000, **more: Any) -> Result:
+        run = {"records_per_s": rate, "sink_records": sink_owed(case, records)} | more
+        return {"records": records, case: {"runs": [run]}}
 
     return result
 
 
+SINK_OWED = 28_680
+"""Of 30 s of readings at 1,000/s, those over 16 °C: what the stateless job's sink owes."""
+
+
 def _latency(p99: float, sink_p99: float | None = None, **client: Any) -> Result:
-    """A latency case whose SSE client had ``p99`` (its sink ``sink_p99``, by default half)."""
-    sse = {"received": 9990, "duplicates": 0, "missing": 0, "p99_ms": p99} | client
-    case = {"supported": True, "p99_ms": p99 / 2 if sink_p99 is None else sink_p99,
-            "received": 9990, "sse": sse}  # fmt: skip
+    """A 30 s latency case whose SSE client had ``p99`` (its sink ``sink_p99``, by default
+    half)."""
+    sse = {"received": SINK_OWED, "duplicates": 0, "missing": 0, "p99_ms": p99} | client
+    case = {"supported": True, "rate": 1000, "seconds": 30.0, "received": SINK_OWED,
+            "p99_ms": p99 / 2 if sink_p99 is None else sink_p99, "sse": sse}  # fmt: skip
     return {"latency": {"trigger_100ms": case}}
 
 
 def _sink_latency(p99: float) -> Result:
     """A latency case from before the SSE client was measured: the sink only."""
-    return {"latency": {"trigger_100ms": {"supported": True, "p99_ms": p99, "received": 9990}}}
+    case = {"supported": True, "rate": 1000, "seconds": 30.0, "p99_ms": p99, "received": SINK_OWED}
+    return {"latency": {"trigger_100ms": case}}
 
 
 @dataclass(frozen=True)
@@ -150,19 +170,20 @@ class Shape:
 
 SHAPES = [
     Shape("≤ 3.3 µs of gateway CPU per delivery", _kafka_fanout, 2.5, 4.5,
-          {"missing": 300}, {"cases": [_delivery_case(server="ssegate", clients=10_000,
-                                                      rate=30, latency_ms={"p99": 20.0})]}),
+          {"missing": 300}, {"duration_s": 5.0, "cases": [_delivery_case(
+              server="ssegate", clients=10_000, rate=30, latency_ms={"p99": 20.0})]}),
     Shape("p99 ≤ 50 ms at 10,000 subscribers", _kafka_fanout_p99, 30.0, 80.0,
           {"duplicates": 12}, {"cases": []}),
     Shape("p99 ≤ 25 ms at 10,000 clients", _proxy_10k, 12.0, 40.0, {"closed_early": 2},
-          {"cases": [_delivery_case(protocol="h1", clients=10_000, rate=2, latency_ms={})]}),
+          {"duration_s": 5.0, "cases": [_delivery_case(protocol="h1", clients=10_000, rate=2,
+                                                       latency_ms={})]}),
     Shape("≤ 0.7\u00d7 Mercure's p99 at equal load, 2 workers, TLS h2", _mercure_p99, 0.6, 0.9,
           {"missing": 40}, {"gateway_workers": 2, "ratios": {"pairs": []}}),
     Shape("≥ 1.5\u00d7 Mercure's throughput at equal p99, 2 workers, plain", _mercure_throughput,
           1.6, 1.2, None, {"gateway_workers": 2, "ratios": {}}),
     Shape("100,000 key-filtered streams", _keyed_100k, 200.0, 400.0, {"lost": 7},
           {"rate": 5000.0, "duration_s": 300.0, "cases": []}),
-    Shape("20,000 key-filtered streams at 1,160 msg/s", _soak, 0.05, 0.2, {"lost": 1},
+    Shape("19,000 key-filtered streams at 1,160 msg/s", _soak, 0.05, 0.2, {"lost": 1},
           {"rate": 1160.0, "duration_s": 1800.0, "cases": [_keyed_case(19_000)]}),
     Shape("1,000 stalled clients: live p99", lambda v, **m: _stalled(p99_ratio=v, **m), 1.8,
           3.0, {"lost": 2}, {"stalled": 1000, "runs": []}),
@@ -225,7 +246,7 @@ def test_a_result_without_the_figure_is_not_measured(shape: Shape) -> None:
         ("≤ 0.7\u00d7 Mercure's p99 at equal load, 2 workers, TLS",
          [_mercure_p99(0.5, workers=1)] * 3, "at 1 gateway worker(s)"),
         ("100,000 key-filtered", [_keyed_100k(90.0, streams=2000)] * 3, "at 2,000 streams"),
-        ("20,000 key-filtered streams at 1,160", [_soak(0.0, duration=30)] * 3,
+        ("19,000 key-filtered streams at 1,160", [_soak(0.0, duration=30)] * 3,
          "at 30 s of producing"),
         ("1,000 stalled clients: live", [_stalled(stalled=100)] * 3, "at 100 stalled clients"),
         ("Kafka leaders killed", [_failover(clients=100)] * 3, "at 100 streams"),
@@ -280,7 +301,7 @@ def test_a_saturated_mercure_client_or_a_mercure_loss_voids_the_p99_pair() -> No
     lossy = _mercure_p99(0.5)
     lossy["cases"][1]["missing"] = 9
     verdict = _verdict("≤ 0.7\u00d7 Mercure's p99 at equal load, 2 workers, TLS h2", [lossy] * 3)
-    assert verdict["status"] == "not measured"
+    assert verdict["status"] == "no verdict"
     assert "Mercure: 9 lost, the pair does not compare" in verdict["note"]
 
 

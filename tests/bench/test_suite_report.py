@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssegate_lab.bench.suite_judges import keyed
+from ssegate_lab.bench.suite_judges import KeyedSize, keyed
 from ssegate_lab.bench.suite_report import judge_targets, markdown
 
-ALL_OK = {name: "ok" for name in ("idle", "kafka", "kafka-throughput", "proxy", "fanout", "static")}
+ALL_OK = {
+    name: "ok"
+    for name in ("idle", "kafka", "kafka-throughput", "kafka-light", "proxy", "fanout", "static")
+}
 MILLION = "≥ 1,000,000 events/s delivered at 1,000 subscribers"
 MILLION_P99 = "p99 ≤ 50 ms at that load"
 LIGHT_KAFKA = "p99 ≤ 10 ms at light load (100 clients, 100 events/s), Kafka → SSE"
@@ -53,9 +56,9 @@ def _kafka_case(
     } | more  # fmt: skip
 
 
-def _runs(*cases: dict[str, Any]) -> list[dict[str, Any]]:
-    """One result per case: each case is one run of the step."""
-    return [{"cases": [case]} for case in cases]
+def _runs(*cases: dict[str, Any], duration: float = 5.0) -> list[dict[str, Any]]:
+    """One result per case: each case is one run of the step, ``duration`` s of load."""
+    return [{"duration_s": duration, "cases": [case]} for case in cases]
 
 
 def test_100k_held_by_several_processes_is_not_counted_as_one_process_and_says_why() -> None:
@@ -116,20 +119,21 @@ def test_a_saturated_load_client_makes_no_verdict() -> None:
     saturated = _kafka_case(1000, 1100, 1.09e6, 30.0, client_saturated=True, client_cpu_share=0.97)
     runs = _runs(_kafka_case(1000, 1100, 1.09e6, 30.0), saturated, saturated)
     verdict = _verdicts({"kafka-throughput": runs})[MILLION]
-    assert verdict["status"] == "not measured"
+    assert verdict["status"] == "no verdict"
     assert (
         "run 2 of 3: load client saturated (97% of a core); not a valid verdict" in verdict["note"]
     )
 
 
 def test_a_million_is_judged_only_where_a_million_was_offered() -> None:
-    light = _runs(*[_kafka_case(100, 100, 9_990, 8.0)] * 3)
-    verdicts = _verdicts({"kafka": light})
+    light = _runs(*[_kafka_case(100, 100, 9_990, 8.0)] * 3, duration=10.0)
+    verdicts = _verdicts({"kafka-light": light})
     assert (verdicts[LIGHT_KAFKA]["status"], verdicts[LIGHT_KAFKA]["measured"]) == (
         "met",
         "8.0 ms at 9,990 ev/s",
     )
-    slower = _verdicts({"kafka": _runs(*[_kafka_case(100, 100, 9_990, 14.0)] * 3)})
+    slower = _verdicts({"kafka-light": _runs(*[_kafka_case(100, 100, 9_990, 14.0)] * 3,
+                                             duration=10.0)})  # fmt: skip
     assert slower[LIGHT_KAFKA]["status"] == "missed"  # 10 ms since the write path targets
     short = _runs(*[_kafka_case(1000, 200, 2e5, 40.0)] * 3)
     verdict = _verdicts({"kafka-throughput": short})[MILLION_P99]
@@ -156,7 +160,9 @@ def test_kafkasse_measured_below_1000_clients_shows_its_ratio_but_is_not_judged(
 
 
 def _fanout(status: str, ratio: float | None, memory: float = 0.8) -> dict[str, Any]:
+    step = {"rate": 200.0, "client_saturated": False, "publisher": {"rate": 200.0, "written": 600}}
     return {
+        "ladder": [{"server": "ssegate", "steps": [step]}, {"server": "mercure", "steps": [step]}],
         "ratios": {
             "throughput_at_p99_target": ratio,
             "throughput_at_p99_target_status": status,
@@ -217,10 +223,11 @@ def test_the_keyed_target_needs_three_complete_runs_as_well_as_the_figures() -> 
         "closed_early": 0, "latency_ms": {"p99": 60.0}, "gateway_cpu_share": 0.1,
         "client_saturated": False,
     }  # fmt: skip
-    _keyed = keyed(19_000, 1000, 100, cpu_share=0.5)
-    assert _keyed([{"rate": 1000.0, "cases": [case] * 3}]).status == "met"
-    assert _keyed([{"rate": 1000.0, "cases": [case]}]).status == "not measured"
-    lossy = _keyed([{"rate": 1000.0, "cases": [case, case | {"lost": 3}, case]}])
+    _keyed = keyed(KeyedSize(19_000, 1000, 60.0), 100, cpu_share=0.5)
+    run = {"rate": 1000.0, "duration_s": 60.0}
+    assert _keyed([run | {"cases": [case] * 3}]).status == "met"
+    assert _keyed([run | {"cases": [case]}]).status == "not measured"
+    lossy = _keyed([run | {"cases": [case, case | {"lost": 3}, case]}])
     assert (lossy.status, lossy.note) == ("missed", "run 2 of 3: 3 lost; every run complete")
-    small = [{"rate": 1000.0, "cases": [case | {"streams": 1000}] * 3}]
+    small = [run | {"cases": [case | {"streams": 1000}] * 3}]
     assert _keyed(small).status == "not measured"

@@ -37,3 +37,10 @@ def test_the_busiest_client_process_decides_and_above_the_threshold_it_is_satura
     assert calm["client_cpu_share"] == 0.45 and not calm["client_saturated"]
     assert SATURATED_SHARE == 0.8
     assert client_load([], wall_s=0.0) == {"client_cpu_share": 0.0, "client_saturated": False}
+
+
+def test_misdelivered_skipped_late_events_and_a_case_said_incomplete_are_losses() -> None:
+    row = delivery(expected=10, received=10, duplicates=0, gaps=2, late=1, span_s=1.0)
+    assert losses(row | {"misdelivered": 500}) == ["500 misdelivered", "2 gap(s)", "1 late"]
+    assert losses({"missing": 0, "complete": False}) == ["the case says it is not complete"]
+    assert losses({"lost": 7, "complete": False}) == ["7 lost"]  # the Kafka scenarios' name

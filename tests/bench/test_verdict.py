@@ -1,4 +1,5 @@
-"""A verdict from several runs: a loss fails, a saturated client voids, the median judges."""
+"""A verdict from several runs: a loss fails, a saturated client leaves no verdict, the median
+judges."""
 
 from __future__ import annotations
 
@@ -32,9 +33,19 @@ def test_a_loss_fails_even_when_the_figures_pass_and_even_beside_a_void_run() ->
 def test_a_void_run_voids_the_verdict_and_names_its_own_loss() -> None:
     runs = [Run({"p99": 1.0}), Run({"p99": 1.0}, ("5 lost",), "load client saturated")]
     verdict = decide([*runs, Run({"p99": 1.0})], _under(20.0))
-    assert verdict.status == "not measured"
+    assert verdict.status == "no verdict"  # measured, but it cannot stand: not "not measured"
     assert verdict.note == (
         "run 2 of 3: load client saturated (it also lost: 5 lost); not a valid verdict"
+    )
+
+
+def test_a_run_without_figures_keeps_its_losses_and_fails_the_verdict() -> None:
+    runs = [Run({"p99": 5.0})] * 3 + [Run(note="no p99 in the result", losses=("9,000 lost",))]
+    verdict = decide(runs, _under(20.0))
+    assert (verdict.measured, verdict.status, verdict.note) == (
+        "loss",
+        "missed",
+        "run 4 of 4: 9,000 lost",
     )
 
 

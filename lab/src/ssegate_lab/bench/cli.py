@@ -2,18 +2,23 @@
 
 Every scenario is bounded in time and connection count and stops by itself; every address it
 sends to is on loopback. Results go to ``bench-results/<scenario>-<UTC time>.json`` (or
-``--out``) and are printed.
+``--out``) and are printed. Every command takes, as it starts, what its result files record of
+how they were measured (:func:`~ssegate_lab.bench.result_file.started`: the command line, the
+commit and whether its tree was clean, the machine's load average) and writes them through
+:func:`~ssegate_lab.bench.result_file.write`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ssegate_lab.bench.result_file import default_path, started, write
+
+Command = Callable[[argparse.Namespace], int]
 
 
 def add_bench_parser(commands: Any) -> None:
@@ -289,6 +294,20 @@ def add_bench_parser(commands: Any) -> None:
     pipeline.add_argument("--out", type=Path, default=None)
     pipeline.set_defaults(func=_pipeline)
 
+    for parser in scenarios.choices.values():
+        parser.set_defaults(func=_recorded(parser.get_default("func")))
+
+
+def _recorded(command: Command) -> Command:
+    """``command``, with what its result files record of its start taken first
+    (``args.provenance``)."""
+
+    def run(args: argparse.Namespace) -> int:
+        args.provenance = started()
+        return command(args)
+
+    return run
+
 
 def _names(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
@@ -320,7 +339,7 @@ def _protocols(text: str) -> tuple[str, ...]:
 def _static(args: argparse.Namespace) -> int:
     from ssegate_lab.bench.foundation import run_static
 
-    return _write(run_static(args.duration, args.connections, args.workers, args.runs), args.out)
+    return _write(run_static(args.duration, args.connections, args.workers, args.runs), args)
 
 
 def _idle(args: argparse.Namespace) -> int:
@@ -337,7 +356,7 @@ def _idle(args: argparse.Namespace) -> int:
         )
     except PlanError as exc:
         raise SystemExit(f"ssegate: bench idle: {exc}") from None
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _proxy(args: argparse.Namespace) -> int:
@@ -357,13 +376,13 @@ def _proxy(args: argparse.Namespace) -> int:
     )
     if args.plot is not None:
         results["plot"] = plot_latency(results, args.plot)
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _proxy_idle(args: argparse.Namespace) -> int:
     from ssegate_lab.bench.proxy import run_proxy_idle
 
-    return _write(run_proxy_idle(args.clients, protocol=args.protocol, tls=args.tls), args.out)
+    return _write(run_proxy_idle(args.clients, protocol=args.protocol, tls=args.tls), args)
 
 
 def _fanout_transports(text: str) -> tuple[str, ...]:
@@ -397,19 +416,19 @@ def _fanout(args: argparse.Namespace) -> int:
     )
     if args.plot is not None:
         results["plot"] = plot_fanout(results, args.plot)
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _jwt(args: argparse.Namespace) -> int:
     from ssegate_lab.bench.jwt import run_jwt, run_verify
 
     if args.verify_only:
-        return _write(run_verify(args.count, args.runs), args.out)
+        return _write(run_verify(args.count, args.runs), args)
 
     results = run_jwt(
         args.clients, tls=args.tls, key_type=args.key_type, concurrency=args.concurrency
     )
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _kafka(args: argparse.Namespace) -> int:
@@ -424,7 +443,7 @@ def _kafka(args: argparse.Namespace) -> int:
         model=args.model,
         workers=args.workers,
     )
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _keyed(args: argparse.Namespace) -> int:
@@ -444,11 +463,11 @@ def _keyed(args: argparse.Namespace) -> int:
         history=args.history,
         h2_streams=args.h2_streams,
         warmup=args.warmup,
-        progress=None if args.out is None else lambda partial: _save(partial, args.out),
+        progress=None if args.out is None else lambda partial: _save(partial, args),
     )
     if args.plot is not None:
         results["plot"] = plot_keyed(results, args.plot)
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _stalled(args: argparse.Namespace) -> int:
@@ -465,7 +484,7 @@ def _stalled(args: argparse.Namespace) -> int:
         slow_client_timeout=args.slow_client_timeout,
         after=args.after,
         history=args.history,
-        progress=None if args.out is None else lambda partial: _save(partial, args.out),
+        progress=None if args.out is None else lambda partial: _save(partial, args),
     )
     names = ("stalled", "rate", "live", "duration", "size", "warmup", "repeat", "after", "history")
     results["command"] = "ssegate bench stalled " + " ".join(
@@ -473,7 +492,7 @@ def _stalled(args: argparse.Namespace) -> int:
         for name in names
         if getattr(args, name) is not None
     )
-    return _write(results, args.out)
+    return _write(results, args)
 
 
 def _failover(args: argparse.Namespace) -> int:
@@ -486,7 +505,7 @@ def _failover(args: argparse.Namespace) -> int:
         raise SystemExit(f"ssegate: bench failover: {exc}") from None
     if args.repeat < 1:
         raise SystemExit("ssegate: bench failover: --repeat must be at least 1")
-    return _write(run_failover(load, repeat=args.repeat, heap=args.heap), args.out)
+    return _write(run_failover(load, repeat=args.repeat, heap=args.heap), args)
 
 
 def _pipeline(args: argparse.Namespace) -> int:
@@ -508,25 +527,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         validations=_names(args.validation),
         triggers=triggers,
     )
-    return _write(results, args.out)
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
+    return _write(results, args)
 
 
 def _without_histograms(value: Any) -> Any:
@@ -538,21 +539,13 @@ def _without_histograms(value: Any) -> Any:
     return value
 
 
-def _save(partial: dict[str, Any], out: Path) -> None:
+def _save(partial: dict[str, Any], args: argparse.Namespace) -> None:
     """What a long scenario has measured so far, beside where its result will go."""
-    path = out.with_name(out.name + ".partial")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(partial, indent=2) + "\n")
+    write(partial, args.out.with_name(args.out.name + ".partial"), args.provenance, partial=True)
 
 
-def _write(results: dict[str, Any], out: Path | None) -> int:
-    results["machine"] = machine()
-    results["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    if out is None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        out = Path("bench-results") / f"{results['scenario']}-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+def _write(results: dict[str, Any], args: argparse.Namespace) -> int:
+    out = write(results, args.out or default_path(results["scenario"]), args.provenance)
     print(json.dumps(_without_histograms(results), indent=2))
     print(f"written to {out}")
     return 0

@@ -15,7 +15,9 @@ Then ``<out-dir>/all-<UTC>.json`` holds every step's status, seconds, result fil
 figures (the median over its runs), and every target of the performance issue judged against
 them (:mod:`ssegate_lab.bench.suite_report`); ``all-<UTC>.md`` is the same as tables. Step results
 and logs go to ``all-<UTC>/`` (``<step>-<run>.json`` for a step of several runs); plots sit next
-to the summary.
+to the summary. The summary, like every step's result, records the commit measured, whether its
+tree was clean, the machine, its load average at the start and the command line
+(:mod:`ssegate_lab.bench.result_file`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ssegate_lab.bench import result_file
+from ssegate_lab.bench.result_file import Provenance
 from ssegate_lab.bench.suite_report import judge_targets, markdown
 from ssegate_lab.bench.suite_steps import BOUNDS, PROFILES, Step, number
 
@@ -78,7 +82,9 @@ def _all(args: argparse.Namespace) -> int:
             print(f"ssegate: --only: no step {', '.join(unknown)} (steps: {known})")
             return 2
         steps = tuple(step for step in steps if step.name in args.only)
-    summary = run_suite(steps, args.profile, BOUNDS[args.profile], args.out_dir)
+    summary = run_suite(
+        steps, args.profile, BOUNDS[args.profile], args.out_dir, getattr(args, "provenance", None)
+    )
     return 0 if all(s["status"] in ("ok", "not available") for s in summary["steps"]) else 1
 
 
@@ -124,8 +130,16 @@ def step_argv(
     return known, dropped
 
 
-def run_suite(steps: tuple[Step, ...], profile: str, bound: float, out_dir: Path) -> dict[str, Any]:
-    """Run ``steps`` within ``bound`` seconds; the summary (also written to ``out_dir``)."""
+def run_suite(
+    steps: tuple[Step, ...],
+    profile: str,
+    bound: float,
+    out_dir: Path,
+    provenance: Provenance | None = None,
+) -> dict[str, Any]:
+    """Run ``steps`` within ``bound`` seconds; the summary (also written to ``out_dir``), with
+    ``provenance`` (default: taken now)."""
+    provenance = provenance or result_file.started()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     step_dir = out_dir / f"all-{stamp}"
     step_dir.mkdir(parents=True, exist_ok=True)
@@ -162,11 +176,7 @@ def run_suite(steps: tuple[Step, ...], profile: str, bound: float, out_dir: Path
         "steps": records,
         "targets": judge_targets(results, {r["name"]: r["status"] for r in records}),
     }
-    from ssegate_lab.bench.cli import machine
-
-    summary["machine"] = machine()
-    summary["finished_utc"] = _clock(time.time())
-    (out_dir / f"all-{stamp}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    result_file.write(summary, out_dir / f"all-{stamp}.json", provenance)
     (out_dir / f"all-{stamp}.md").write_text(markdown(summary))
     print(f"written to {out_dir / f'all-{stamp}.json'} and .md", flush=True)
     return summary

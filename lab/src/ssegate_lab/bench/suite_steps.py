@@ -202,6 +202,7 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
     "jwt": ("jwt", jwt_figures, False),
     "kafka": ("kafka", kafka_figures, False),
     "kafka-throughput": ("kafka", kafka_figures, False),
+    "kafka-light": ("kafka", kafka_figures, False),
     "pipeline": ("pipeline", pipeline_figures, False),
     "pipeline-latency": ("pipeline", pipeline_latency_figures, False),
     "fanout": ("fanout", fanout_figures, True),
@@ -218,7 +219,7 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
 
 
 JUDGING_STEPS = frozenset(
-    {"proxy", "proxy-10k", "kafka", "kafka-throughput", "kafka-fanout", "fanout",
+    {"proxy", "proxy-10k", "kafka", "kafka-throughput", "kafka-light", "kafka-fanout", "fanout",
      "fanout-tls-h2", "pipeline-latency"}
 )  # fmt: skip
 """Steps that judge a target from one result per run, so they run :data:`JUDGED_RUNS` times.
@@ -264,7 +265,7 @@ PROFILES: dict[str, tuple[Step, ...]] = {
         {
             "static": ("--duration 1 --connections 20 --runs 1", 60),
             "idle": ("--connections 10000 --tls-connections 10000 --runs 3", 300),
-            "proxy": ("--clients 100 --rate 100 --duration 3 --protocol h1,h2", 90),
+            "proxy": ("--clients 100 --rate 100 --duration 5 --protocol h1,h2", 90),
             "proxy-idle": ("--clients 500", 60),
             "jwt": ("--clients 1000", 120),
             "kafka": (
@@ -272,22 +273,28 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 " --kafkasse-clients none",
                 150,
             ),
+            # light load: the command of docs/performance.md (its target takes 10 s runs)
+            "kafka-light": (
+                "--clients 100 --rate 100 --duration 10 --idle-clients 0 --kafkasse-clients none",
+                120,
+            ),
             "pipeline": ("--records 30000 --runs 1 --latency-seconds 2", 240),
-            # the ladder's rungs are 4x apart; the bisection resolves them to 10 %
+            # the ladder's rungs are 4x apart; the bisection resolves them to 10 %; a rung
+            # lasts the 3 s the throughput targets take
             "fanout": (
                 "--clients 100 --rate 100 --duration 2 --transports h1 --idle-clients 200"
-                " --ladder-rates 200,800,3200 --ladder-duration 2 --ladder-budget 150",
-                300,
+                " --ladder-rates 200,800,3200 --ladder-duration 3 --ladder-budget 180",
+                360,
             ),
             "fanout-tls-h2": (
                 "--clients 100 --rate 100 --duration 2 --transports tls-h2 --idle-clients 0"
-                " --ladder-transport tls-h2 --ladder-rates 200,800,3200 --ladder-duration 2"
-                " --ladder-budget 150",
-                300,
+                " --ladder-transport tls-h2 --ladder-rates 200,800,3200 --ladder-duration 3"
+                " --ladder-budget 180",
+                360,
             ),
             "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1 --warmup 3", 120),
-            # the targets below at small sizes: their figures, and "not measured" at the
-            # targets' sizes (the latency of the pipeline has no size: it is judged)
+            # the targets below at small sizes and short runs: their figures, and "not
+            # measured" at the targets' sizes and run lengths
             "kafka-fanout": (
                 "--clients 1000 --rate 30 --duration 3 --idle-clients 0 --kafkasse-clients none",
                 120,
@@ -335,6 +342,11 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 " --kafkasse-clients none",
                 300,
             ),
+            # light load: the command of docs/performance.md
+            "kafka-light": (
+                "--clients 100 --rate 100 --duration 10 --idle-clients 0 --kafkasse-clients none",
+                300,
+            ),
             "pipeline": ("--records 1000000 --runs 3", 900),
             # one gateway process per core, as the Mercure targets are stated
             "fanout": ("--workers 2", 900),
@@ -343,8 +355,13 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 "--workers 2 --transports tls-h2 --idle-clients 0 --ladder-transport tls-h2",
                 600,
             ),
-            # 19,000: one process holds at most 20,000 open files here
-            "keyed": ("--streams 1000,10000,19000 --rate 1000 --duration 60 --repeat 3", 1500),
+            # docs/performance.md's command, three times: 20,000 streams in one process, over
+            # h2c (one process holds at most 20,000 open files here, so not over HTTP/1.1)
+            "keyed": (
+                "--streams 20000 --keys 50000 --rate 1000 --duration 300 --repeat 3"
+                " --h2-streams 250",
+                1800,
+            ),
             # 10,000 subscribers x 30 msg/s: one event per write while the gateway keeps up
             "kafka-fanout": (
                 "--clients 10000 --rate 30 --duration 5 --idle-clients 0 --kafkasse-clients none",
@@ -356,8 +373,8 @@ PROFILES: dict[str, tuple[Step, ...]] = {
             ),
             "pipeline-latency": (
                 "--records 1000 --runs 1 --cases stateless --validation python"
-                " --latency-seconds 10 --latency-triggers 100milliseconds",
-                300,
+                " --latency-seconds 30 --latency-triggers 100milliseconds",
+                360,
             ),
             "stalled": (
                 "--stalled 1000 --rate 400 --live 20 --duration 30 --size 100 --warmup 60"
@@ -367,7 +384,7 @@ PROFILES: dict[str, tuple[Step, ...]] = {
             "failover": ("--clients 1000 --rate 200 --repeat 3", 1800),
             # docs/performance.md's command, three times (a verdict takes the median of 3)
             "keyed-100k": (
-                "--streams 100000 --keys 200000 --rate 5000 --duration 300 --repeat 3 --workers 7",
+                "--streams 100000 --keys 200000 --rate 5000 --duration 300 --repeat 3 --workers 6",
                 3600,
             ),
             # 30 minutes at the reported 10M messages a day x10, three times; 19,000 streams

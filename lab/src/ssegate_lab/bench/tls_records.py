@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ssegate_lab.bench.result_file import started, write
 from ssegate_lab.testing.certs import write_self_signed
 
 BATCHES = (1, 2, 5, 10, 20, 50)
@@ -151,11 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    start = started()
     result = measure(args.events, args.size, args.repeat)
-    text = json.dumps(result, indent=2)
     if args.out is not None:
-        args.out.write_text(text + "\n")
-    print(text)
+        write(result, args.out, start)
+    print(json.dumps(result, indent=2))
     return 0
 
 

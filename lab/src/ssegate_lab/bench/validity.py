@@ -4,13 +4,21 @@ spare, and enough runs (pure).
 - **Delivery** (:func:`delivery`): what a case owed its streams against what they read. The
   events read include any that came twice, so the count that meets what was owed is the
   distinct one: ``missing = expected - (received - duplicates)``. A case is **complete** when
-  nothing is missing or duplicated, every stream opened and none was closed early
-  (:func:`losses` names what broke it).
+  nothing is missing, duplicated, misdelivered, skipped (a gap) or late, every stream opened and
+  none was closed early, and the case does not say itself that it is not (``complete: false``);
+  :func:`losses` names what broke it. A case that names its missing events ``lost`` (the Kafka
+  scenarios) is read the same way.
 - **The load client** (:func:`client_load`): each client process's CPU time over the wall time
   and the cores it may use (one for a single-threaded Python client). Above
   :data:`SATURATED_SHARE` the client, not the server, may be what set the figures: the result
-  is flagged ``client_saturated`` and judges nothing.
+  is flagged ``client_saturated`` and judges nothing. A result that does not say judges nothing
+  either.
 - **Runs** (:func:`median`): a verdict takes the median of at least :data:`MIN_RUNS` runs.
+
+A target's status is one of four: ``met`` and ``missed`` are verdicts; ``not measured`` says the
+results hold no measurement of the target (no case of its size, load or run length, or fewer
+than :data:`MIN_RUNS` runs); ``no verdict`` says they hold one that cannot stand (a load client
+saturated, or not known not to be; a peer with no figure to compare with).
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from typing import Any
 MET = "met"
 MISSED = "missed"
 NOT_MEASURED = "not measured"
-"""A verdict's statuses."""
+NO_VERDICT = "no verdict"
+"""A target's statuses (the module docstring says what each means)."""
 SATURATED_SHARE = 0.8
 """A load client busier than this share of the cores it may use is saturated."""
 MIN_RUNS = 3
@@ -46,23 +55,39 @@ def delivery(
     }
 
 
+LOSS_COUNTS = (
+    ("duplicates", "duplicated"),
+    ("misdelivered", "misdelivered"),
+    ("not_in_sink", "event(s) the sink never held"),
+    ("unknown_ids", "event(s) with an unknown id"),
+    ("unreadable", "event(s) unreadable"),
+    ("gaps", "gap(s)"),
+    ("late", "late"),
+    ("closed_early", "stream(s) closed early"),
+)
+"""Counts of a case that each break it, and the words for them."""
+
+
 def losses(row: dict[str, Any]) -> list[str]:
     """What makes a case incomplete, in words; empty when it is complete."""
     found = []
-    missing = row.get("missing") or 0
+    missing = row.get("missing", row.get("lost")) or 0
     if missing > 0:
         found.append(f"{missing:,} lost")
     elif missing < 0:
         found.append(f"{-missing:,} more than owed")
-    for field, words in (
-        ("duplicates", "duplicated"),
-        ("failed", "stream(s) not opened"),
-        ("closed_early", "stream(s) closed early"),
-    ):
+    failed = row.get("failed") or 0
+    if failed > 0:
+        found.append(f"{failed:,} stream(s) not opened")
+    elif failed < 0:
+        found.append(f"{-failed:,} stream(s) answered beyond those asked (ended and opened again)")
+    for field, words in LOSS_COUNTS:
         if row.get(field):
             found.append(f"{row[field]:,} {words}")
     if (row.get("h2load") or {}).get("complete") is False:
         found.append("h2load's streams short of the bytes owed")
+    if row.get("complete") is False and not found:
+        found.append("the case says it is not complete")
     return found
 
 

@@ -1,13 +1,15 @@
-"""A target's verdict from several runs (pure): a loss fails it, a saturated client voids it,
-and the rest is judged on the median of at least three runs.
+"""A target's verdict from several runs (pure): a loss fails it, a void run leaves it without a
+verdict, and the rest is judged on the median of at least three runs.
 
 Each run of a step says one :class:`Run` toward a target: the figures it measured, what it
-lost (events missing or duplicated, streams not opened or closed early), and whether it can
-judge at all (``void``: its load client was saturated, so the figures may be the client's).
-:func:`decide` weighs them in this order:
+lost (:func:`~ssegate_lab.bench.validity.losses`: events missing, duplicated, misdelivered or
+late, streams not opened or closed early), and whether it can judge at all (``void``: its load
+client was saturated, or the result does not say, so the figures may be the client's). A run
+that lost something keeps its losses even when it measured no figure (a repeat that lost every
+event has no p99). :func:`decide` weighs them in this order:
 
 1. a run that lost something and was not void fails the target: ``missed``, shown as a loss;
-2. a void run voids the verdict: ``not measured``, and the note says why;
+2. a void run leaves the target without a verdict: ``no verdict``, and the note says why;
 3. fewer than :data:`~ssegate_lab.bench.validity.MIN_RUNS` runs measured: ``not measured``, with
    the median of those there are;
 4. otherwise the judge reads the median of every figure over the runs: ``met`` or ``missed``.
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ssegate_lab.bench.validity import MET, MIN_RUNS, MISSED, NOT_MEASURED, median
+from ssegate_lab.bench.validity import MET, MIN_RUNS, MISSED, NO_VERDICT, NOT_MEASURED, median
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,8 @@ class Run:
     """Empty when the run measured nothing toward the target."""
     losses: tuple[str, ...] = ()
     void: str = ""
-    """Why this run cannot judge (a saturated client); empty when it can."""
+    """Why this run cannot judge (a saturated client, or one not known not to be); empty when
+    it can."""
     note: str = ""
     shown: str = ""
     """What to show when no run measured the target (a figure at another size)."""
@@ -60,7 +63,7 @@ def decide(runs: list[Run], judge: Judge, context: str = "") -> Verdict:
         if run.void:
             lost = f" (it also lost: {', '.join(run.losses)})" if run.losses else ""
             why = f"run {index} of {len(runs)}: {run.void}{lost}; not a valid verdict"
-            return Verdict("—", NOT_MEASURED, why + suffix)
+            return Verdict("—", NO_VERDICT, why + suffix)
     measured = [run for run in runs if run.figures]
     if not measured:
         note = next((run.note for run in runs if run.note), "nothing measured")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ssegate_lab.bench.load import raise_open_files
+from ssegate_lab.bench.result_file import started, write
 
 TOPIC = "events"
 SETTLE_SECONDS = 0.5
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve is not None:
         print(json.dumps(serve(args.serve, args.batches, args.interval)))
         return 0
+    start = started()
     counts = [int(part) for part in args.subscribers.split(",")]
     results = run_write_path(
         counts,
@@ -256,9 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         repeat=args.repeat,
         baseline_src=args.baseline_src,
     )
-    text = json.dumps(results, indent=2)
     if args.out is not None:
-        args.out.write_text(text + "\n")
+        write(results, args.out, start)
     print(json.dumps(results["summary"], indent=2))
     return 0
 
