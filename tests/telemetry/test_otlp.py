@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import logging
 import socket
 import subprocess
@@ -18,7 +20,7 @@ from ssegate.config.model import Component
 from ssegate.engine.runtime import free_port
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
-from ssegate.telemetry.otlp import OtlpExporter, OtlpOptions, otlp_options
+from ssegate.telemetry.otlp import LogEventCapture, OtlpExporter, OtlpOptions, otlp_options
 from ssegate.telemetry.otlp_messages import LogRecordBuffer
 
 
@@ -158,3 +160,25 @@ def test_close_stops_catching_log_events() -> None:
     asyncio.run(main())
     log.warning("sse.refused", binding="north_sse_server", status=404)
     assert len(exporter.buffer) == 0
+
+
+def test_events_the_stdout_exporter_writes_reach_the_log_buffer_as_their_json_lines() -> None:
+    buffer = LogRecordBuffer(10)
+    capture = LogEventCapture(buffer)
+    log.enable_stdout_events(io.StringIO())
+    log.add_stdout_sink(capture.event)
+    try:
+        log.warning("sse.slow_client_closed", binding="north_sse_server", reason="time")
+        if not log.logger.isEnabledFor(logging.INFO):
+            log.event("http.request", status=200)  # below the level: not exported
+    finally:
+        log.remove_stdout_sink(capture.event)
+        log.disable_stdout_events()
+    (event,) = buffer.take()
+    assert event.level == logging.WARNING
+    line = json.loads(event.line)
+    assert (line["event"], line["binding"], line["reason"]) == (
+        "sse.slow_client_closed",
+        "north_sse_server",
+        "time",
+    )

@@ -6,6 +6,10 @@ problem or a dropped client is never silent); with one, every event is written t
 JSON object, the way Zilla's stdout exporter writes one line per event, with the config's
 ``telemetry.attributes`` (``{"service.namespace": "example"}``) on every line that has any.
 
+An event written to stdout does not pass through the ``ssegate`` logger, so whatever catches that
+logger's records (the ``otlp`` exporter) also registers with :func:`add_stdout_sink` and is
+handed each such event as its JSON line, at the same level threshold the logger applies.
+
 A field's value may come from outside (a config value, a header, a variable of an env file): one
 longer than :data:`MAX_FIELD_CHARS` is cut there and says how long it was, so no line is larger
 than its fields allow.
@@ -17,7 +21,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 logger = logging.getLogger("ssegate")
@@ -25,6 +29,7 @@ logger = logging.getLogger("ssegate")
 _stdout_events = False
 _out: TextIO = sys.stdout
 _attributes: dict[str, str] = {}
+_stdout_sinks: list[Callable[[int, str], None]] = []
 
 MAX_FIELD_CHARS = 1024
 """The most of one field's value a line shows."""
@@ -41,6 +46,16 @@ def enable_stdout_events(
     _attributes = dict(attributes or {})
 
 
+def add_stdout_sink(sink: Callable[[int, str], None]) -> None:
+    """Hand ``sink`` ``(level, JSON line)`` of each event written to stdout from now on."""
+    _stdout_sinks.append(sink)
+
+
+def remove_stdout_sink(sink: Callable[[int, str], None]) -> None:
+    if sink in _stdout_sinks:
+        _stdout_sinks.remove(sink)
+
+
 def disable_stdout_events() -> None:
     global _stdout_events
     _stdout_events = False
@@ -55,11 +70,15 @@ def event(name: str, *, binding: str = "", level: int = logging.INFO, **fields: 
         if _attributes:
             record["attributes"] = _attributes
         record.update((k, _bounded(v)) if isinstance(v, str) else (k, v) for k, v in fields.items())
+        line = json.dumps(record, default=str, separators=(",", ":"))
         try:
-            _out.write(json.dumps(record, default=str, separators=(",", ":")) + "\n")
+            _out.write(line + "\n")
             _out.flush()
         except (OSError, ValueError):
             pass
+        if _stdout_sinks and (level >= logging.WARNING or logger.isEnabledFor(level)):
+            for sink in _stdout_sinks:
+                sink(level, line)
     elif level >= logging.WARNING or logger.isEnabledFor(level):
         detail = " ".join(f"{k}={_bounded(str(v))}" for k, v in fields.items())
         where = f" [{binding}]" if binding else ""

@@ -9,6 +9,7 @@ resolved against the location as a link is: a path replaces the location's path)
 
 :class:`OtlpExporter` is the asyncio edge. The log events it sends are those the ``ssegate``
 logger passes on (``--log-level``: warnings and errors by default), caught by a logging handler
+(and, with a ``stdout`` exporter, which writes events without the logger, as their JSON lines)
 into a bounded :class:`~ssegate.telemetry.otlp_messages.LogRecordBuffer`: catching one is an
 append. Every interval, one task reads the metrics and takes the buffered events into protobuf
 requests on the loop, then posts them from a worker thread, one export at a time; the next
@@ -143,6 +144,11 @@ class LogEventCapture(logging.Handler):
             line = str(record.msg)
         self.buffer.append(LogEvent(int(record.created * 1e9), record.levelno, line))
 
+    def event(self, level: int, line: str) -> None:
+        """An event the ``stdout`` exporter wrote (its JSON line), which no logger record
+        carries (:func:`~ssegate.telemetry.log.add_stdout_sink`)."""
+        self.buffer.append(LogEvent(time.time_ns(), level, line))
+
 
 class OtlpExporter:
     """One ``otlp`` exporter of one process: started by :meth:`start`, stopped by
@@ -172,6 +178,7 @@ class OtlpExporter:
         if "logs" in self.options.urls:
             self._capture = LogEventCapture(self.buffer)
             log.logger.addHandler(self._capture)
+            log.add_stdout_sink(self._capture.event)
         self._task = asyncio.get_running_loop().create_task(self._every_interval())
 
     async def _every_interval(self) -> None:
@@ -242,6 +249,7 @@ class OtlpExporter:
             self._task = None
         if self._capture is not None:
             log.logger.removeHandler(self._capture)
+            log.remove_stdout_sink(self._capture.event)
             self._capture = None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.export(timeout), timeout)
