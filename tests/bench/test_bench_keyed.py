@@ -81,3 +81,21 @@ def test_the_warm_up_before_the_measured_window_reaches_no_stream(
     assert case["produced"] == 100 and 0 < case["owed"] < 100
     assert case["received"] == case["owed"] and (case["lost"], case["duplicates"]) == (0, 0)
     assert case["complete"]
+
+
+@pytest.mark.parametrize("filter_mode", ["header", "extracted"])
+def test_streams_filtering_on_a_header_or_a_value_s_field_are_counted_as_key_ones(
+    kafka_broker: BrokerInfo, filter_mode: str
+) -> None:
+    # the warm-up's keys travel in the header or the field too, and reach no stream
+    result = run_keyed(
+        [10], rate=200.0, duration=0.5, keys=20, broker_info=kafka_broker, warmup=0.5,
+        filter_mode=filter_mode,
+    )  # fmt: skip
+    assert result["filter"] == filter_mode
+    [case] = result["cases"]
+    assert (case["opened"], case["failed"], case["misdelivered"]) == (10, 0, 0)
+    assert case["produced"] == 100 and 0 < case["owed"] < 100
+    assert case["received"] == case["owed"]
+    assert (case["lost"], case["duplicates"], case["gaps"], case["late"]) == (0, 0, 0, 0)
+    assert case["complete"]

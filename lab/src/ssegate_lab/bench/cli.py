@@ -215,6 +215,11 @@ def add_bench_parser(commands: Any) -> None:
         default=15.0,
         help="seconds of messages no stream wants before the measured window (0: none)",
     )
+    keyed.add_argument(
+        "--filter", choices=["key", "header", "extracted"], default="key",
+        help="what each stream filters on: the Kafka key, a header carrying it, or a header the"
+        " cache server extracts from a field of the value (topics[].transforms)",
+    )  # fmt: skip
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -463,6 +468,7 @@ def _keyed(args: argparse.Namespace) -> int:
         history=args.history,
         h2_streams=args.h2_streams,
         warmup=args.warmup,
+        filter_mode=args.filter,
         progress=None if args.out is None else lambda partial: _save(partial, args),
     )
     if args.plot is not None:

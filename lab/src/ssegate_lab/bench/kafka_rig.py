@@ -6,7 +6,8 @@ broker and deletes the directory at the end. :func:`write_kafka_gateway_config` 
 of ``examples/sse.kafka`` (tcp → http → sse server → sse-kafka → kafka cache → broker) with a
 plain and a TLS port, the route ``/{topic}``, and optionally a ``jwt`` guard on the sse route.
 :func:`produce_at_rate` produces stamped JSON values (``{"t":<monotonic_ns>,"n":<seq>}``) at a
-fixed rate with confluent-kafka, a batch every few milliseconds.
+fixed rate with confluent-kafka, a batch every few milliseconds; given ``records``, each a
+:class:`Record` (a key or none, headers, a partition of its own).
 
 With a topic **model** the config checks every value: ``json`` puts a ``json`` model of
 :data:`STAMPED_JSON_SCHEMA` on the cache server's ``topics[]``; ``avro`` puts an ``avro`` model
@@ -147,12 +148,14 @@ def write_kafka_gateway_config(
     metrics_port: int | None = None,
     cache_max_bytes: int | None = None,
     routes: str | None = None,
+    topic_options: dict[str, object] | None = None,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
     every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
     ``/{topic}/{key}`` instead: each stream filtered on the message key from its path.
     ``routes`` replaces both: the sse-kafka proxy's routes, YAML indented to stand under its
-    ``routes:``. ``default_offset`` sets every topic's ``defaultOffset`` (with no model only).
+    ``routes:``. ``default_offset`` sets every topic's ``defaultOffset`` and ``topic_options``
+    are added to every cache server ``topics[]`` entry (``transforms``, say), with no model only.
     ``sse_options`` are the sse server's ``options``; with ``metrics_port`` the gateway serves
     its metrics in the Prometheus format at ``http://127.0.0.1:<metrics_port>/metrics``;
     ``cache_max_bytes`` bounds the cache server's cache (``cache.max-bytes``). Every server of a
@@ -179,10 +182,11 @@ def write_kafka_gateway_config(
             f"            - {GUARD_ROLE}\n        exit: north_sse_kafka_mapping\n"
         )
     catalogs, client_options, server_topics = _topic_models(model, topics)
-    if default_offset is not None:
+    if default_offset is not None or topic_options:
         if model != "none":
-            raise ValueError("default_offset goes with model 'none'")
-        entries = [{"name": topic, "defaultOffset": default_offset} for topic in topics]
+            raise ValueError("default_offset and topic_options go with model 'none'")
+        offset = {} if default_offset is None else {"defaultOffset": default_offset}
+        entries = [{"name": topic, **offset, **(topic_options or {})} for topic in topics]
         server_topics = f"      topics: {json.dumps(entries)}\n"
     sse_server_options = f"    options: {json.dumps(sse_options)}\n" if sse_options else ""
     if cache_max_bytes is not None:
@@ -318,12 +322,38 @@ KeyedMessage = Callable[[int], tuple[bytes, bytes]]
 """Given the produce time (``time.monotonic_ns()``), a message's ``(key, value)``."""
 
 
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record to produce, as the producer is handed it."""
+
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int | None = None
+    """``None``: the producer's partitioner picks one (by the key, when there is one)."""
+
+    def produce_options(self) -> dict[str, Any]:
+        """The ``headers`` and ``partition`` arguments of ``Producer.produce`` it sets."""
+        options: dict[str, Any] = {}
+        if self.headers:
+            options["headers"] = list(self.headers)
+        if self.partition is not None:
+            options["partition"] = self.partition
+        return options
+
+
+RecordMessage = Callable[[int], Record]
+"""Given the produce time (``time.monotonic_ns()``), the record to produce."""
+
+
 def produce_at_rate(
     producer: Any, topic: str, rate: float, duration: float, *, first_sequence: int = 0,
     tick: float = 0.005, encode: StampedValue | None = None, keyed: KeyedMessage | None = None,
+    records: RecordMessage | None = None,
 ) -> Produced:  # fmt: skip
     """Produce ``rate`` stamped messages/s to ``topic`` for ``duration`` s, then flush; values
-    written by ``encode`` (default: JSON text), or keys and values by ``keyed``."""
+    written by ``encode`` (default: JSON text), keys and values by ``keyed``, or whole records
+    by ``records``."""
     value_of = encode or stamped_values("none")
     total = max(1, round(rate * duration))
     written = 0
@@ -332,16 +362,20 @@ def produce_at_rate(
         elapsed = (time.monotonic_ns() - started) / 1e9
         due = min(total, int(rate * elapsed) + 1) - written
         for _ in range(due):
-            key = None
-            if keyed is None:
+            key: bytes | None = None
+            options: dict[str, Any] = {}
+            if records is not None:
+                record = records(time.monotonic_ns())
+                key, value, options = record.key, record.value, record.produce_options()
+            elif keyed is None:
                 value = value_of(time.monotonic_ns(), first_sequence + written)
             else:
                 key, value = keyed(time.monotonic_ns())
             try:
-                producer.produce(topic, value=value, key=key)
+                producer.produce(topic, value=value, key=key, **options)
             except BufferError:
                 producer.poll(0.01)
-                producer.produce(topic, value=value, key=key)
+                producer.produce(topic, value=value, key=key, **options)
             written += 1
         producer.poll(0)
         time.sleep(tick)

@@ -9,9 +9,11 @@ streams and most streams want nothing from most batches. Per case:
    and is owed its key's share (``history_s``: from the first connect until every stream has
    it; ``opening_gateway_cpu_s``: what opening and replaying cost the gateway);
 2. ``streams`` held streams open ``/<topic>/k<i>`` for ``i < streams``, each filtered on the
-   key ``k<i>``, spread over as many client processes as the open-file limit needs: one
-   HTTP/1.1 connection each, or with ``h2_streams`` N, N streams on each HTTP/2 connection
-   (h2c), so that one gateway process may hold more streams than it may open files;
+   key ``k<i>`` (``filter_mode``: on the Kafka key, on a header carrying it, or on a header the
+   cache server extracts from the value: :mod:`~ssegate_lab.bench.keyed_filter`), spread
+   over as many client processes as the open-file limit needs: one HTTP/1.1 connection each,
+   or with ``h2_streams`` N, N streams on each HTTP/2 connection (h2c), so that one gateway
+   process may hold more streams than it may open files;
 3. with ``warmup`` W s, the producer first writes ``rate`` messages/s for W s under keys no
    stream filters on (``w<j>``), so the measured window starts with the producer connected, the
    broker's JVM compiled and the gateway's fetch, cache and index at their steady load rather
@@ -20,7 +22,8 @@ streams and most streams want nothing from most batches. Per case:
    through), which fails the case;
 4. the producer writes ``rate`` messages/s for ``duration`` s, each key drawn uniformly from
    ``keys`` keys (``k0`` … ``k<keys-1>``; only the first ``streams`` have a stream), value
-   ``{"t":<monotonic_ns>,"n":<that key's own sequence number>}``, partitioned by key;
+   ``{"t":<monotonic_ns>,"n":<that key's own sequence number>}``, partitioned by key (the
+   key, header or field each record carries it in is the filter mode's);
 5. after a drain, per case: **owed** (messages produced for a key with a stream), received,
    **duplicates** (a sequence number the stream had already had), **lost**
    (owed - (received - duplicates)), gaps, latency from produce to receive, the gateway's CPU
@@ -54,10 +57,12 @@ from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.bench.held_streams import HeldStreams, sse_request
 from ssegate_lab.bench.kafka_rig import (
     BenchBroker,
+    Record,
     new_producer,
     produce_at_rate,
     write_kafka_gateway_config,
 )
+from ssegate_lab.bench.keyed_filter import check_filter, filter_routes, keyed_record, topic_options
 from ssegate_lab.broker import BrokerInfo
 
 STREAMS_PER_CLIENT = 9_000
@@ -87,6 +92,7 @@ def run_keyed(
     history: int = 0,
     h2_streams: int = 0,
     warmup: float = 0.0,
+    filter_mode: str = "key",
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
@@ -97,9 +103,12 @@ def run_keyed(
     streams open, so each opens over a cache that holds them and is owed its key's share (what
     does opening a filtered stream over a full cache cost?). ``h2_streams`` > 0 holds that many
     streams on each HTTP/2 connection. ``warmup`` s of messages no stream wants come before
-    the measured window. ``progress`` gets the results so far after every case."""
+    the measured window. ``filter_mode`` is what the streams filter on (one of
+    :data:`~ssegate_lab.bench.keyed_filter.FILTERS`). ``progress`` gets the results so far
+    after every case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
+    check_filter(filter_mode)
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
     if baseline_src is not None:
         variants.append(("baseline", {"PYTHONPATH": str(baseline_src.resolve() / "src")}))
@@ -114,6 +123,7 @@ def run_keyed(
         "default_offset": default_offset or "historical",
         "history": history,
         "warmup_s": warmup,
+        "filter": filter_mode,
         "protocol": f"h2c, {h2_streams} streams per connection" if h2_streams else "http/1.1",
         "baseline_src": str(baseline_src) if baseline_src else None,
         "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
@@ -125,15 +135,17 @@ def run_keyed(
             for variant, env in variants:  # side by side: each case on both, in turn
                 (topic,) = broker.create_topics(f"bench-keyed-{variant}", 1, partitions)
                 ports = write_kafka_gateway_config(
-                    Path(tmp), broker.bootstrap, [topic], keyed=True, default_offset=default_offset
-                )
+                    Path(tmp), broker.bootstrap, [topic], keyed=True,
+                    default_offset=default_offset, routes=filter_routes(filter_mode),
+                    topic_options=topic_options(filter_mode),
+                )  # fmt: skip
                 # a fresh gateway per case: one that fell behind cannot slow the next case
                 with GatewayProcess(
                     ports.config, env=env, workers=workers, history=GATEWAY_LINES
                 ) as gateway:
                     case = _case(
                         gateway, ports.plain, broker.bootstrap, topic, count, rate, duration,
-                        keys, rss_every, history, h2_streams, warmup,
+                        keys, rss_every, history, h2_streams, warmup, filter_mode, partitions,
                     )  # fmt: skip
                 case["gateway"] = variant
                 results["cases"].append(case)
@@ -157,14 +169,17 @@ def _case(
     history: int = 0,
     h2_streams: int = 0,
     warmup: float = 0.0,
+    filter_mode: str = "key",
+    partitions: int = 3,
 ) -> dict[str, Any]:
     sequence = [0] * keys
+    shape = _Shape(filter_mode, partitions)
     producer = new_producer(bootstrap)
     history_owed = 0
     if history:
         history_rate = max(rate, HISTORY_RATE)
         _, history_owed = _produce_keyed(
-            producer, topic, history_rate, history / history_rate, keys, count, sequence
+            producer, topic, history_rate, history / history_rate, keys, count, sequence, shape
         )
         time.sleep(SETTLE_SECONDS)  # the gateway's fetch caches it meanwhile
     clients = [
@@ -196,12 +211,14 @@ def _case(
             client.report()  # forget anything counted while opening
         misdelivered = warmed = 0
         if warmup > 0:
-            warmed = _produce_unwanted(producer, topic, rate, warmup, keys)
+            warmed = _produce_unwanted(producer, topic, rate, warmup, keys, shape)
             time.sleep(SETTLE_SECONDS)
             misdelivered = sum(client.report().received for client in clients)
         before = gateway.sample()
         rss = _RssSamples(gateway, rss_every)
-        produced, owed = _produce_keyed(producer, topic, rate, duration, keys, count, sequence)
+        produced, owed = _produce_keyed(
+            producer, topic, rate, duration, keys, count, sequence, shape
+        )
         rss.stop()
         time.sleep(DRAIN_SECONDS)
         after = gateway.sample()
@@ -315,6 +332,14 @@ def _await_history(clients: list[HeldStreams], owed: int, started: float) -> _Re
     return _Replayed(received, duplicates, max(0, owed - (received - duplicates)), seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How a case's records carry their key: the filter mode, over ``partitions``."""
+
+    mode: str
+    partitions: int
+
+
 def _produce_keyed(
     producer: Any,
     topic: str,
@@ -323,33 +348,39 @@ def _produce_keyed(
     keys: int,
     streamed: int,
     sequence: list[int],
+    shape: _Shape,
 ) -> tuple[int, int]:
     """``rate`` keyed messages/s for ``duration`` s: (produced, owed to the streams). Each key's
     messages are numbered on from ``sequence``, which is updated."""
     pick = random.Random(20261124 + sum(sequence)).randrange
     owed = 0
+    mode, partitions = shape.mode, shape.partitions
 
-    def message(stamp: int) -> tuple[bytes, bytes]:
+    def message(stamp: int) -> Record:
         nonlocal owed
         key = pick(keys)
-        value = b'{"t":%d,"n":%d}' % (stamp, sequence[key])
+        number = sequence[key]
         sequence[key] += 1
         owed += key < streamed
-        return b"k%d" % key, value
+        return keyed_record(mode, b"k%d" % key, stamp, number, key % partitions)
 
-    produced = produce_at_rate(producer, topic, rate, duration, keyed=message)
+    produced = produce_at_rate(producer, topic, rate, duration, records=message)
     return produced.messages, owed
 
 
-def _produce_unwanted(producer: Any, topic: str, rate: float, duration: float, keys: int) -> int:
+def _produce_unwanted(
+    producer: Any, topic: str, rate: float, duration: float, keys: int, shape: _Shape
+) -> int:
     """``rate`` messages/s for ``duration`` s under keys no stream filters on (``w<j>``, spread
     over the partitions like the measured ones), stamped like them; how many."""
     pick = random.Random(20261127).randrange
+    mode, partitions = shape.mode, shape.partitions
 
-    def message(stamp: int) -> tuple[bytes, bytes]:
-        return b"w%d" % pick(keys), b'{"t":%d,"n":0}' % stamp
+    def message(stamp: int) -> Record:
+        key = pick(keys)
+        return keyed_record(mode, b"w%d" % key, stamp, 0, key % partitions)
 
-    return produce_at_rate(producer, topic, rate, duration, keyed=message).messages
+    return produce_at_rate(producer, topic, rate, duration, records=message).messages
 
 
 def _commit_of(tree: Path) -> str | None:
