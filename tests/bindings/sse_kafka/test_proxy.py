@@ -17,7 +17,7 @@ from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.bindings.sse_kafka.shared import EncodedMessages, encode_message
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 from ssegate.telemetry.metrics import Metrics
@@ -291,11 +291,16 @@ def test_a_sink_check_runs_once_per_message_for_all_its_streams(log: TopicLog) -
     assert [e.data for e in plain.events()] == ['{"ok":1}', "bad"]  # no check, no drop
 
 
-def test_the_encoded_cache_stays_bounded() -> None:
+def test_the_encoded_cache_stays_bounded_keeping_the_newest() -> None:
     cache = EncodedMessages(capacity=3)
-    for offset in range(10):
-        cache.get(KafkaMessage("t", 0, offset, None, b"v"))
+    messages = [KafkaMessage("t", 0, offset, None, b"v") for offset in range(10)]
+    for message in messages:
+        cache.get(message)
     assert len(cache._entries) == 3
+    misses = cache.misses
+    for message in messages[7:]:
+        cache.get(message)
+    assert cache.misses == misses  # the three newest are the ones kept
 
 
 def test_encode_message_of_a_keyless_tombstone_is_an_empty_delete() -> None:

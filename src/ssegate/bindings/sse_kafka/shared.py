@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,7 +66,9 @@ class EncodedMessages:
     """A small per-process cache of :class:`EncodedMessage`, by topic, partition and offset.
 
     The cache delivers one message object to every subscriber in turn, so a few thousand
-    entries make every subscriber after the first a hit; the oldest entries are evicted first.
+    entries make every subscriber after the first a hit; the oldest entries are evicted first
+    (an ``OrderedDict``: a plain dict's oldest key is found by skipping the slots its earlier
+    evictions left, which made a replay longer than the cache pay a scan per message).
     An entry is reused only for the same message object seen through the same value view.
     With a ``check``, :meth:`get` answers the message as that check lets it through: itself,
     or (having reported the failure once) its ids with :data:`REFUSED_BLOCK`.
@@ -79,7 +82,7 @@ class EncodedMessages:
         self.capacity = capacity
         self.binding = binding
         self.metrics = metrics
-        self._entries: dict[tuple[str, int, int], _Entry] = {}
+        self._entries: OrderedDict[tuple[str, int, int], _Entry] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -105,7 +108,7 @@ class EncodedMessages:
         entries = self._entries
         entries[where] = entry
         if len(entries) > self.capacity:
-            del entries[next(iter(entries))]
+            entries.popitem(last=False)
         return entry.encoded if check is None else self._checked(entry, check, text)
 
     def _checked(self, entry: _Entry, check: EventCheck, text: str | None) -> EncodedMessage:
