@@ -142,11 +142,15 @@ DANGLING = "#/channels/events/messages/missing"
         (ZILLA_SSE_API, "valid"),
         (
             mutated(ZILLA_SSE_API, ["operations", "onEvents", "messages"], [{"$ref": DANGLING}]),
-            f"/operations/onEvents/messages/0/$ref: '{DANGLING}' points at nothing",
+            "valid",  # nothing follows an operation's messages: noted, run as Zilla runs it
         ),
         (
             mutated(ZILLA_SSE_API, ["components"], {"messages": {"m": {"$ref": DANGLING}}}),
-            f"/components/messages/m/$ref: '{DANGLING}' points at nothing",
+            "valid",
+        ),
+        (
+            mutated(ZILLA_SSE_API, ["operations", "onEvents", "channel"], {"$ref": DANGLING}),
+            f"/operations/onEvents/channel/$ref: '{DANGLING}' points at nothing",
         ),
         (
             mutated(ZILLA_SSE_API, ["channels", "events", "address"], "events/{id}"),
@@ -159,7 +163,14 @@ DANGLING = "#/channels/events/messages/missing"
             " (http, sse, https, secure-sse)",
         ),
     ],
-    ids=["zilla-shaped", "dangling-in-operation", "dangling-unused", "not-a-path", "ws-server"],
+    ids=[
+        "zilla-shaped",
+        "dangling-unread-in-operation",
+        "dangling-unused",
+        "dangling-followed",
+        "not-a-path",
+        "ws-server",
+    ],
 )
 def test_validate_and_the_binding_say_the_same_of_a_document(
     tmp_path: Path, document: dict[str, Any], expected: str
@@ -185,3 +196,16 @@ def test_a_kafka_document_is_checked_as_one(
 ) -> None:
     assert validate(tmp_path, copy.deepcopy(KAFKA_API)) == "valid"
     assert "valid Kafka AsyncAPI 3.0.0" in capsys.readouterr().out
+
+
+def test_validate_names_a_dangling_ref_nothing_follows_in_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = mutated(ZILLA_SSE_API, ["operations", "onEvents", "messages"], [{"$ref": DANGLING}])
+    assert validate(tmp_path, document) == "valid"
+    notes = [line for line in capsys.readouterr().out.splitlines() if ": note: " in line]
+    assert any(
+        f"/operations/onEvents/messages/0/$ref: '{DANGLING}' points at nothing; nothing reads it"
+        in line
+        for line in notes
+    ), notes

@@ -7,10 +7,13 @@ the npm package ``@asyncapi/specs``, Apache-2.0, see ``schemas/NOTICE``). Every 
 so a person finds it in the document without guessing.
 
 :func:`resolve_ref` follows local ``$ref`` pointers (``#/components/...``); references to other
-files are refused, the document must stand alone. Every ``$ref`` of the document is checked when
-it is loaded, followed or not: one that points at nothing is refused at its own pointer
-(``/operations/onEvents/messages/0/$ref: '#/channels/x/messages/y' points at nothing``), so a
-typo in a part ssegate does not read is found as surely as one in a part it does.
+files are refused, the document must stand alone. A ``$ref`` that points at nothing is refused
+at its own pointer when it is followed
+(``/operations/onEvents/channel/$ref: '#/channels/x' points at nothing``). One in a part nothing
+follows is what Zilla runs (its older ``asyncapi.sse.kafka.proxy`` Kafka document has one), so
+ssegate runs it too, and :func:`dangling_refs` names each such ``$ref`` for the document's notes
+(:attr:`~ssegate.asyncapi.model.Api.notes`): a typo in a part the gateway does not read is still
+found, by ``ssegate asyncapi validate`` and by the binding alike.
 """
 
 from __future__ import annotations
@@ -86,13 +89,18 @@ def validate_document(document: Mapping[str, Any]) -> None:
     if errors:
         deepest = _deepest(min(errors, key=_rank))
         raise AsyncApiError(pointer(deepest.absolute_path), _message(deepest))
-    check_refs(document)
 
 
-def check_refs(document: Mapping[str, Any]) -> None:
-    """Refuse the first ``$ref`` of ``document``, in document order, that cannot be followed."""
+def dangling_refs(document: Mapping[str, Any]) -> list[str]:
+    """``<pointer>/$ref: <why>`` for each ``$ref`` of ``document``, in document order, that
+    cannot be followed."""
+    found = []
     for where, value in _refs(document, "", 0):
-        resolve_ref(document, value, where)
+        try:
+            resolve_ref(document, value, where)
+        except AsyncApiError as exc:
+            found.append(str(exc))
+    return found
 
 
 def _refs(value: Any, where: str, depth: int) -> Iterable[tuple[str, Mapping[str, Any]]]:

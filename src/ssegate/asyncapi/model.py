@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ssegate.asyncapi.document import AsyncApiError, pointer, resolve_ref
+from ssegate.asyncapi.document import AsyncApiError, dangling_refs, pointer, resolve_ref
 
 PARAMETER = re.compile(r"\{([^{}/]+)\}")
 JSON_SCHEMA_FORMATS = (
@@ -114,24 +114,30 @@ class Api:
     servers: tuple[ApiServer, ...]
     channels: dict[str, ApiChannel]
     operations: dict[str, ApiOperation] = field(default_factory=dict)
+    dangling: tuple[str, ...] = ()
+    """``$ref`` s that point at nothing in parts nothing follows (:func:`dangling_refs`)."""
 
     @property
     def notes(self) -> list[str]:
         """``<pointer>: <what>`` for each place the document departs from the AsyncAPI
         specification in a way Zilla runs, and ssegate with it."""
-        return [
+        undeclared = [
             f"{c.address_at}: parameter {{{p}}} is not declared in {c.where}/parameters;"
             " read as one path segment, as Zilla does"
             for c in self.channels.values()
             for p in c.undeclared
         ]
+        unread = [f"{d}; nothing reads it, as in Zilla: correct it" for d in self.dangling]
+        return undeclared + unread
 
 
 def read_api(document: Mapping[str, Any]) -> Api:
     """The :class:`Api` of a schema-valid document. Raises :class:`AsyncApiError`."""
     if str(document.get("asyncapi")).startswith("2."):
-        return _read_v2(document)
-    return _read_v3(document)
+        api = _read_v2(document)
+    else:
+        api = _read_v3(document)
+    return replace(api, dangling=tuple(dangling_refs(document)))
 
 
 # -- 3.0.0 ----------------------------------------------------------------------------------
