@@ -21,6 +21,7 @@ EXIT_CONFIG = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    register_expanders()
     parser = _parser()
     args = parser.parse_args(argv)
     args.own_process = argv is None  # the command line this process was started with
@@ -40,6 +41,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return status
+
+
+def register_expanders() -> None:
+    """Give the config loader the binding types that stand for other bindings: ``asyncapi``
+    (:func:`ssegate.asyncapi.expand.expand_asyncapi`), which the config layer cannot import."""
+    from ssegate.asyncapi.expand import expand_asyncapi
+    from ssegate.config.loader import register_expander
+
+    register_expander("asyncapi", expand_asyncapi)
 
 
 def _parser() -> argparse.ArgumentParser:

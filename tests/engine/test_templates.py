@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ssegate.config.errors import ConfigError
+from ssegate.contract.identity import CredentialsRejected, Identity
 from ssegate.engine.templates import MissingTemplateValue, Template
-from ssegate.guards import CredentialsRejected, Identity
 
 PATH = "bindings.north_sse_kafka_mapping.routes[0].with.topic"
 

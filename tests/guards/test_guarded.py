@@ -6,8 +6,8 @@ import pytest
 from tests.support.guards import TableGuard
 
 from ssegate.config.errors import ConfigError
-from ssegate.engine.exchange import Request
-from ssegate.guards import Identity
+from ssegate.contract.exchange import Request
+from ssegate.contract.identity import Identity
 from ssegate.guards.guarded import Guarded
 
 GUARDS = {"g": TableGuard("g")}

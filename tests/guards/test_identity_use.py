@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 from ssegate.config.loader import load_config_text
+from ssegate.contract.identity import CredentialsRejected, Identity
 from ssegate.engine.runtime import Runtime
-from ssegate.guards.identity import CredentialsRejected, Identity
 from ssegate.guards.identity_use import identity_readers
 from ssegate.tools.token import encode_token
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from tests.support.guards import TableGuard
 
-from ssegate.engine.exchange import Request
-from ssegate.guards import CredentialsRejected, Refusal, check_guarded
+from ssegate.contract.exchange import Request
+from ssegate.contract.identity import CredentialsRejected
+from ssegate.guards import Refusal, check_guarded
 from ssegate.guards.credentials import CredentialsLookup
 
 GUARDS = {name: TableGuard(name) for name in ("authn_jwt", "g")}

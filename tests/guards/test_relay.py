@@ -26,8 +26,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ssegate.contract.guard import Answered
+from ssegate.contract.identity import Identity
 from ssegate.engine.runtime import free_port
-from ssegate.guards.identity import Identity
 from ssegate.guards.relay import (
     ANSWER_WAIT,
     NOT_HELD,
@@ -38,7 +39,6 @@ from ssegate.guards.relay import (
     relay_directory,
 )
 from ssegate.guards.relay_wire import Outcome, Renewal, decode, encode, new_id
-from ssegate.guards.streams import Answered
 from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate_lab.bench.gateway import GatewayProcess

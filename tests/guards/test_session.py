@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssegate.guards.identity import Identity
+from ssegate.contract.identity import Identity
 from ssegate.guards.session import Due, GuardedSession, extension_refused
 
 

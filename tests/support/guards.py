@@ -6,12 +6,12 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 
-from ssegate.guards import Authorization, CredentialsRejected, Identity
+from ssegate.contract.identity import Authorization, CredentialsRejected, Identity
 from ssegate.guards.streams import GuardedStreams
 
 
 class TableGuard:
-    """A :class:`~ssegate.guards.guard.Guard` that knows its credentials by heart."""
+    """A :class:`~ssegate.contract.guard.Guard` that knows its credentials by heart."""
 
     def __init__(
         self,

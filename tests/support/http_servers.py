@@ -19,7 +19,7 @@ import h2.connection
 import h2.events
 import uvloop
 
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.contract.exchange import Request, ResponseStream, simple_response
 
 T = TypeVar("T")
 

@@ -12,6 +12,11 @@ and how far aliases expand each have a limit, and a config over one is refused b
 more than reading its text. The size limit holds again once environment expressions are
 substituted, so a large variable cannot carry the config past it.
 
+A binding type that stands for other bindings (``asyncapi``: its specs become http, sse,
+sse-kafka and kafka bindings) is expanded before the document is resolved, by the expander
+registered for it (:func:`register_expander`). The layer that owns such a type registers it at
+start-up (:func:`ssegate.cli.register_expanders`); this package imports none of them.
+
 Every failure is a :class:`ConfigError` naming where it is: the file, ``line 5, column 3`` for
 YAML syntax, or the dotted YAML path (``vaults.my_servers.options.keys.password``) for a value.
 """
@@ -23,7 +28,7 @@ import re
 import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -46,6 +51,22 @@ _MALFORMED_TEXT = re.compile(r"\$\{\{[^\n]*?(?:\}\}|$)", re.MULTILINE)
 """What a malformed expression shows in its error: up to ``}}`` or the end of the line."""
 _MARKER = re.compile(r"ssegate-env-[0-9a-f]{8}-[0-9]+-")
 _SHOWN_CHARS = 80
+
+
+class Expander(Protocol):
+    """What turns a schema-checked document's bindings of one type into the bindings they stand
+    for; raises :class:`ConfigError`."""
+
+    def __call__(self, document: Mapping[str, Any], *, base_dir: str) -> dict[str, Any]: ...
+
+
+EXPANDERS: dict[str, Expander] = {}
+"""Binding ``type`` → its expander, run when a document has a binding of that type."""
+
+
+def register_expander(binding_type: str, expander: Expander) -> None:
+    """Expand the bindings of ``binding_type`` with ``expander`` in every document loaded."""
+    EXPANDERS[binding_type] = expander
 
 
 def load_config(
@@ -72,10 +93,10 @@ def load_config_text(
     """Check and resolve a config given as text; ``source`` names it in messages."""
     document = parse_document(text, source=source, env=env, limits=limits)
     validate_document(document)
-    if any(b.get("type") == "asyncapi" for b in (document.get("bindings") or {}).values()):
-        from ssegate.asyncapi.expand import expand_asyncapi
-
-        document = expand_asyncapi(document, base_dir=base_dir)
+    types = {b.get("type") for b in (document.get("bindings") or {}).values()}
+    for binding_type, expand in EXPANDERS.items():
+        if binding_type in types:
+            document = expand(document, base_dir=base_dir)
     return resolve(document, source=source, base_dir=base_dir)
 
 

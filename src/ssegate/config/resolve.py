@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ssegate.config.errors import ConfigError, ConfigErrors
+from ssegate.config.guarded import GuardedRoles
 from ssegate.config.model import Binding, Component, Config, Route
 from ssegate.config.validate import sorted_unique, yaml_path
-from ssegate.guards.guarded import Guarded
 
 Role = tuple[str, str]
 """A binding's ``(type, kind)``."""
@@ -193,7 +193,7 @@ def _check_references(binding: Binding, config: Config) -> Iterator[ConfigError]
                     f"{route.path}.guarded.{guard}", f"guard {guard!r} is not defined"
                 )
         try:
-            Guarded.compile(route.guarded, f"{route.path}.guarded")
+            GuardedRoles.compile(route.guarded, f"{route.path}.guarded")
         except ConfigError as error:
             yield error
         for parts, guard in _guarded_expressions(route.with_, ["with"]):

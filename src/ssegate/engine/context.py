@@ -7,7 +7,7 @@ builds, or returns the already-built, binding that a route exits to, checked aga
 whole graph becomes a graph of plain, typed objects before the first connection is accepted,
 and an exit of the wrong kind is a :class:`~ssegate.config.errors.ConfigError` naming the
 config path of the exit (``bindings.north_sse_server.exit``). ``ctx.guard(name)`` is a
-:class:`~ssegate.guards.guard.Guard` whatever the guard's type.
+:class:`~ssegate.contract.guard.Guard` whatever the guard's type.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from ssegate.telemetry.metrics import Metrics
 
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
+    from ssegate.contract.guard import Guard
     from ssegate.engine.worker_links import WorkerLink
-    from ssegate.guards.guard import Guard
     from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")

@@ -6,8 +6,9 @@ in :data:`FACTORIES`, following exits from the ``tcp`` servers inwards; it is th
 factory asks for against the kind the factory declares. Guards are built the same way through
 :data:`GUARD_FACTORIES`. Then :meth:`Runtime.start` opens the listeners (with ``SO_REUSEPORT``
 when several processes share the ports, and then the channel that carries HTTP/1.1 challenge
-answers among them, :mod:`ssegate.guards.relay`) and the telemetry endpoints, and
-:meth:`Runtime.stop` drains them.
+answers among them, :data:`ANSWER_RELAY`) and the telemetry endpoints, and :meth:`Runtime.stop`
+drains them. The engine imports no binding and no guard: each is named here by its
+``module:function`` and imported on first use.
 """
 
 from __future__ import annotations
@@ -40,9 +41,8 @@ from ssegate.telemetry.selection import MetricSelection
 
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
+    from ssegate.contract.guard import Guard
     from ssegate.engine.worker_links import WorkerLink
-    from ssegate.guards.guard import Guard
-    from ssegate.guards.relay import AnswerRelay
     from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")
@@ -75,7 +75,11 @@ VAULT_FACTORIES: dict[str, str] = {
 
 GUARD_FACTORIES: dict[str, str] = {"jwt": "ssegate.guards.jwt_guard:build"}
 """Guard ``type`` → its ``build(component, ctx)``, which returns a
-:class:`~ssegate.guards.guard.Guard`: the one place a new guard type is registered."""
+:class:`~ssegate.contract.guard.Guard`: the one place a new guard type is registered."""
+
+ANSWER_RELAY = "ssegate.guards.relay:share_answers"
+"""What opens the channel HTTP/1.1 challenge answers take among the processes sharing the
+ports: ``(addresses, guards, metrics)`` → what closes it, or ``None`` when it cannot open."""
 
 EXPORTER_STARTERS: dict[str, str] = {
     "stdout": "ssegate.telemetry.stdout:start_stdout",
@@ -122,7 +126,7 @@ class Runtime:
         self._guards: dict[str, Guard] = {}
         self._catalogs: CatalogSet | None = None
         self._servers: list[asyncio.AbstractServer] = []
-        self._relay: AnswerRelay | None = None
+        self._close_relay: Callable[[], None] | None = None
         self._exporters: list[Closable] = []
         self.addresses: list[tuple[str, str, int]] = []
         """``(binding, host, port)`` for every listener opened, with the real port."""
@@ -317,28 +321,10 @@ class Runtime:
             else:
                 started(component, telemetry.get("attributes"))
         if reuse_port and self._guards:
-            self._open_relay()
-
-    def _open_relay(self) -> None:
-        """Ports shared with other processes: open the channel HTTP/1.1 challenge answers take
-        to reach the process holding their streams (:mod:`ssegate.guards.relay`)."""
-        from ssegate.guards.relay import AnswerRelay, RelayUnavailable
-
-        addresses = sorted({(host, port) for _, host, port in self.addresses})
-        try:
-            self._relay = AnswerRelay.open(addresses, self._guards, self._metrics)
-        except RelayUnavailable as exc:
-            log.warning(
-                "guard.relay_unavailable",
-                pid=os.getpid(),
-                reason=str(exc),
-                effect="an HTTP/1.1 challenge answer extends only the streams of the process"
-                " it reaches",
-            )
-            return
-        for guard in self._guards.values():
-            guard.streams.relay = self._relay
-        log.event("guard.relay_listening", path=str(self._relay.path), pid=os.getpid())
+            # Ports shared with other processes: HTTP/1.1 challenge answers need a way to reach
+            # the process holding their streams.
+            addresses = sorted({(host, port) for _, host, port in self.addresses})
+            self._close_relay = _load(ANSWER_RELAY)(addresses, self._guards, self._metrics)
 
     def _protocol_factory(self, exit_obj: TlsTermination | ConnectionHandler) -> ProtocolFactory:
         """What a listener creates per connection: the http server's protocol, chosen by ALPN
@@ -383,11 +369,9 @@ class Runtime:
         """Stop accepting, then close what is open; returns within about ``grace`` seconds."""
         for server in self._servers:
             server.close()
-        if self._relay is not None:
-            for guard in self._guards.values():
-                guard.streams.relay = None
-            self._relay.close()
-            self._relay = None
+        if self._close_relay is not None:
+            self._close_relay()
+            self._close_relay = None
         closables = [b for b in self._built.values() if isinstance(b, Closable)]
         for built in [*closables, *self._exporters]:
             result = built.close()

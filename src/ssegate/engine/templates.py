@@ -11,7 +11,7 @@ that is none of the above is a :class:`~ssegate.config.errors.ConfigError` when 
 compiled; a value that is missing when it is rendered raises :class:`MissingTemplateValue`.
 
 The guarded values are what the request's guards established
-(:class:`~ssegate.guards.identity.Identity`, by guard name), whatever the guards' type.
+(:class:`~ssegate.contract.identity.Identity`, by guard name), whatever the guards' type.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ssegate.config.errors import ConfigError
-from ssegate.guards.identity import Authorization, Identity
+from ssegate.contract.identity import Authorization, Identity
 
 _EXPRESSION = re.compile(r"\$\{([^{}]*)\}")
 _PARAM = re.compile(r"\s*params\.([A-Za-z_][A-Za-z0-9_]*)\s*")

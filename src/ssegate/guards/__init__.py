@@ -1,9 +1,9 @@
 """Guards: who a request is, and whether a ``guarded`` route lets it through.
 
 The http server's ``authorization`` looks credentials up and asks the guard
-(:class:`~ssegate.guards.guard.Guard`, whatever its type); what it learns is left in
-``request.identities[guard]``: an :class:`~ssegate.guards.identity.Identity` when the
-credentials verified, a :class:`~ssegate.guards.identity.CredentialsRejected` (with the reason)
+(:class:`~ssegate.contract.guard.Guard`, whatever its type); what it learns is left in
+``request.identities[guard]``: an :class:`~ssegate.contract.identity.Identity` when the
+credentials verified, a :class:`~ssegate.contract.identity.CredentialsRejected` (with the reason)
 when they were given but did not verify, nothing when there were none. :func:`check_guarded`
 turns that into the answer a guarded route gives, Zilla's way: **401** without credentials,
 **403** with bad credentials or without the roles the route names, with ``www-authenticate``
@@ -25,20 +25,12 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
-from ssegate.guards.guard import Guard
-from ssegate.guards.identity import Authorization, CredentialsRejected, Identity
+from ssegate.contract.exchange import Request, ResponseStream, simple_response
+from ssegate.contract.guard import Guard
+from ssegate.contract.identity import Authorization, CredentialsRejected
 from ssegate.telemetry import log
 
-__all__ = [
-    "Authorization",
-    "CredentialsRejected",
-    "Guard",
-    "Identity",
-    "Refusal",
-    "answer_refusal",
-    "check_guarded",
-]
+__all__ = ["Refusal", "answer_refusal", "check_guarded"]
 
 _NOT_IN_DESCRIPTION = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
 """What RFC 6750 §3 keeps out of ``error_description``: all but printable ASCII, ``"``, ``\\``."""
@@ -54,7 +46,7 @@ class Refusal:
     error: str | None = None
     """The RFC 6750 error code: ``invalid_token``, ``insufficient_scope``; none for 401."""
     scheme: str = field(kw_only=True)
-    """The guard's authentication scheme (:attr:`~ssegate.guards.guard.Guard.scheme`)."""
+    """The guard's authentication scheme (:attr:`~ssegate.contract.guard.Guard.scheme`)."""
 
     def body(self, request: Request) -> str:
         """What the answer says: the guard, why, and how to send credentials it accepts."""

@@ -17,7 +17,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
 from ssegate.config.errors import ConfigError
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 PLACEHOLDER = "{credentials}"
 

@@ -1,50 +1,29 @@
-"""The :class:`Guard` protocol: what every binding may ask of a built guard, whatever its type.
+"""What every guard type shares: a stream put under authorization, and what a guard is built with.
 
-Modelled on Zilla's guard handlers: credentials go in, an identity with its roles, attributes,
-expiry and challenge time comes out (:class:`~ssegate.guards.identity.Identity`), or a
-:class:`~ssegate.guards.identity.CredentialsRejected` saying why not. Bindings talk to guards
-through this protocol only. A guard type is one module with a ``build(component, ctx)``
-returning a :class:`Guard`, registered by its ``type`` in
-:data:`ssegate.engine.runtime.GUARD_FACTORIES`.
+A guard type is one module with a ``build(component, ctx)`` (``ctx`` a :class:`GuardContext`)
+returning a :class:`~ssegate.contract.guard.Guard`, registered by its ``type`` in
+:data:`ssegate.engine.runtime.GUARD_FACTORIES`. Every guard keeps the streams it authorized in a
+:class:`~ssegate.guards.streams.GuardedStreams`; :func:`keep_authorized` puts a stream there.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
-from ssegate.guards.identity import Authorization, Identity
+from ssegate.config.model import Config
+from ssegate.contract.guard import Guard
+from ssegate.contract.identity import Identity
 from ssegate.guards.session import GuardedSession
 from ssegate.guards.streams import AuthorizedSink, GuardedStreams, StreamAuthorization
 
 
-class Guard(Protocol):
-    """One built guard of the config."""
+class GuardContext(Protocol):
+    """What a guard type's ``build`` is given besides its component (the runtime)."""
 
     @property
-    def name(self) -> str:
-        """The guard's name in ``guards``."""
-
-    @property
-    def scheme(self) -> str:
-        """The HTTP authentication scheme a refusal names in ``www-authenticate`` (``Bearer``)."""
-
-    @property
-    def streams(self) -> GuardedStreams:
-        """The streams this guard keeps authorized (challenges, answers, the end at expiry)."""
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        """The guard's time, seconds since the epoch: what expiry and challenges are due on."""
-
-    def authorize(self, credentials: str) -> Authorization:
-        """What ``credentials`` establish now. Synchronous: no I/O, never raises for bad
-        credentials (it answers :class:`~ssegate.guards.identity.CredentialsRejected`)."""
-
-    def refresh(self) -> asyncio.Future[None] | None:
-        """After a rejection marked ``refreshable``: a refresh of what the guard verifies with
-        (its keys) worth waiting for before authorizing once more, or ``None``."""
+    def config(self) -> Config:
+        """The config the guard is part of."""
 
 
 def keep_authorized(
@@ -55,7 +34,7 @@ def keep_authorized(
     http2: bool,
 ) -> StreamAuthorization:
     """Put a stream under authorization: ``grants`` is each guard with what it established."""
-    sessions = [(GuardedSession(guard.name, grant), guard.streams) for guard, grant in grants]
+    sessions = [(GuardedSession(guard.name, grant), _kept(guard)) for guard, grant in grants]
     authorization = StreamAuthorization(
         sink, sessions, connection_id=connection_id, http2=http2, clock=grants[0][0].clock
     )
@@ -63,3 +42,11 @@ def keep_authorized(
         streams.add(session.identity, authorization)
     authorization.schedule()
     return authorization
+
+
+def _kept(guard: Guard) -> GuardedStreams:
+    """The registry of ``guard``'s streams: a :class:`GuardedStreams`, whatever the guard type."""
+    streams = guard.streams
+    if not isinstance(streams, GuardedStreams):
+        raise TypeError(f"guard {guard.name!r} keeps its streams in {type(streams).__name__}")
+    return streams

@@ -1,9 +1,9 @@
 """The ``jwt`` guard: a key set, the claim rules, and a cache of verified tokens.
 
-:class:`JwtGuard` is a :class:`~ssegate.guards.guard.Guard`: :meth:`JwtGuard.authorize` takes
-the token a request carries and answers the :class:`~ssegate.guards.identity.Identity` it
+:class:`JwtGuard` is a :class:`~ssegate.contract.guard.Guard`: :meth:`JwtGuard.authorize` takes
+the token a request carries and answers the :class:`~ssegate.contract.identity.Identity` it
 establishes (``sub``, the roles claim, the configured attributes, ``exp``, and the challenge
-time ``exp - challenge``) or a :class:`~ssegate.guards.identity.CredentialsRejected` with the
+time ``exp - challenge``) or a :class:`~ssegate.contract.identity.CredentialsRejected` with the
 reason. When the only problem is a ``kid`` the set does not hold, the rejection is
 ``refreshable`` and :meth:`JwtGuard.refresh` gives a fetch to wait for (remote key sets only,
 at a bounded rate) before authorizing once more; the http server does that without blocking
@@ -33,8 +33,8 @@ from collections.abc import Callable
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Component
-from ssegate.engine.context import BuildContext
-from ssegate.guards.identity import Authorization, CredentialsRejected, Identity
+from ssegate.contract.identity import Authorization, CredentialsRejected, Identity
+from ssegate.guards.guard import GuardContext
 from ssegate.guards.identity_use import identity_readers
 from ssegate.guards.jwks import KeySet
 from ssegate.guards.jwt import ClaimsPolicy, JwtIdentity, JwtKey, TokenRejected, parse_token
@@ -125,7 +125,7 @@ class JwtGuard:
         cache[token] = verified
 
 
-def build(component: Component, ctx: BuildContext | None = None) -> JwtGuard:
+def build(component: Component, ctx: GuardContext | None = None) -> JwtGuard:
     """Build a guard from its config; raises :class:`ConfigError` naming the YAML path.
 
     A token without the identity claim is accepted (empty identity, as in Zilla) when the

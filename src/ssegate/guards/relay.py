@@ -38,11 +38,12 @@ import stat
 import tempfile
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ssegate.guards.identity import CredentialsRejected, Identity
+from ssegate.contract.guard import Answered, Guard, RelayedAnswer
+from ssegate.contract.identity import CredentialsRejected, Identity
 from ssegate.guards.relay_wire import (
     MAX_DATAGRAM,
     MAX_TOKEN,
@@ -53,12 +54,9 @@ from ssegate.guards.relay_wire import (
     encode,
     new_id,
 )
-from ssegate.guards.streams import NO_CONNECTION, Answered, RelayedAnswer
+from ssegate.guards.streams import NO_CONNECTION
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
-
-if TYPE_CHECKING:
-    from ssegate.guards.guard import Guard
 
 ANSWER_WAIT = 0.5
 """Seconds an answer that extended nothing here waits for the other processes' replies."""
@@ -148,6 +146,37 @@ class _Pending:
         total = self.here.extended + self.elsewhere
         reason = None if total else (self.held_reason or NOT_HELD)
         self.decided.set_result(RelayedAnswer(total, self.elsewhere, reason))
+
+
+def share_answers(
+    addresses: Iterable[tuple[str, int]], guards: Mapping[str, Guard], metrics: Metrics
+) -> Callable[[], None] | None:
+    """Ports shared with other processes: open the channel HTTP/1.1 challenge answers take to
+    reach the process holding their streams, and give it to every guard's streams. Returns what
+    closes it again, or ``None`` when it cannot be opened (logged: an answer then extends only
+    the streams of the process it reaches). The runtime calls it by the name
+    :data:`~ssegate.engine.runtime.ANSWER_RELAY` gives."""
+    try:
+        relay = AnswerRelay.open(addresses, guards, metrics)
+    except RelayUnavailable as exc:
+        log.warning(
+            "guard.relay_unavailable",
+            pid=os.getpid(),
+            reason=str(exc),
+            effect="an HTTP/1.1 challenge answer extends only the streams of the process"
+            " it reaches",
+        )
+        return None
+    for guard in guards.values():
+        guard.streams.relay = relay
+    log.event("guard.relay_listening", path=str(relay.path), pid=os.getpid())
+
+    def close() -> None:
+        for guard in guards.values():
+            guard.streams.relay = None
+        relay.close()
+
+    return close
 
 
 class AnswerRelay:

@@ -1,7 +1,7 @@
 """Continuous authorization of one long-lived stream: when to challenge, when to end, what extends.
 
 Zilla's rules (reference §5), as plain state with no timers: a stream authorized by an
-:class:`~ssegate.guards.identity.Identity` expiring at ``expires_at`` is sent the challenge
+:class:`~ssegate.contract.identity.Identity` expiring at ``expires_at`` is sent the challenge
 event at its ``challenge_at`` (for a ``jwt`` guard ``exp - challenge``; at once when that moment
 has already passed; never when it is not before ``expires_at``) and ends at ``expires_at``
 unless a challenge answer extended it first. An answer extends the session only when it is the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ssegate.guards.identity import Identity
+from ssegate.contract.identity import Identity
 
 CHALLENGE_CONTENT_TYPE = "application/x-challenge-response"
 CHALLENGE_EVENT = "challenge"

@@ -37,10 +37,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
-from ssegate.guards.identity import Identity
+from ssegate.contract.guard import Answered, AnswerForwarding
+from ssegate.contract.identity import Identity
 from ssegate.guards.session import (
     CHALLENGE_CONTENT_TYPE,
     CHALLENGE_DATA,
@@ -131,41 +131,6 @@ class StreamAuthorization:
 
 NO_CONNECTION = -1
 """The connection of an answer that reached another process (:mod:`ssegate.guards.relay`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answered:
-    """What one challenge answer did to the streams of one guard in one process."""
-
-    extended: int
-    """Streams whose session it extended."""
-    held: int
-    """Streams it could have extended: same identity, and same connection (HTTP/2) or HTTP/1.1."""
-    reason: str | None
-    """Why none was extended; ``None`` when one was."""
-
-
-@dataclass(frozen=True, slots=True)
-class RelayedAnswer:
-    """What an HTTP/1.1 challenge answer did in every process that was asked."""
-
-    extended: int
-    """Streams extended, here and elsewhere."""
-    relayed: int
-    """Of those, streams other processes extended."""
-    reason: str | None
-    """Why none was extended; ``None`` when one was."""
-
-
-class AnswerForwarding(Protocol):
-    """Where an HTTP/1.1 answer also goes: the other processes sharing the listening address
-    (:class:`~ssegate.guards.relay.AnswerRelay`)."""
-
-    def relay(
-        self, guard: str, token: str, fresh: Identity, here: Answered
-    ) -> asyncio.Future[RelayedAnswer]:
-        """Send ``token`` (which established ``fresh``; ``here`` is what it did in this
-        process) to the other processes; the future is the answer's outcome everywhere."""
 
 
 class GuardedStreams:

@@ -22,7 +22,7 @@ from ssegate.bindings.filesystem.server import (
 )
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config
-from ssegate.engine.exchange import DirectSocket, Request
+from ssegate.contract.exchange import DirectSocket, Request
 from ssegate.telemetry.metrics import Metrics
 
 

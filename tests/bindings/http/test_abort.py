@@ -21,7 +21,7 @@ from h2.errors import ErrorCodes
 from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
 from ssegate.bindings.http.types import ConnectionSetup
-from ssegate.engine.exchange import ResponseStream
+from ssegate.contract.exchange import ResponseStream
 from support.deaf_clients import TCP_CLOSE, DeafH2, deaf_client, tcp_state
 from support.http_servers import ScriptedHandler, run, serve
 

@@ -9,7 +9,7 @@ from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.cors import AccessControl, normalize_origin
 from ssegate.config.errors import ConfigError
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 PATH = "bindings.north_http_server.options.access-control"
 OTHER = "https://example.net:9090"

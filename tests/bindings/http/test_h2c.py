@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from ssegate.bindings.http.h2c import UpgradeRefused, as_stream_one, h2c_settings
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 SETTINGS = b"AAMAAABkAAQAAP__"  # MAX_CONCURRENT_STREAMS 100, INITIAL_WINDOW_SIZE 65535
 

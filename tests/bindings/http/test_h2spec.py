@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ssegate.bindings.http.connection import HttpConnectionProtocol
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
+from ssegate.contract.exchange import Request, ResponseStream, simple_response
 from ssegate_lab.testing.tools import prepared
 from support.http_certs import make_self_signed, server_context
 from support.http_servers import run, serve

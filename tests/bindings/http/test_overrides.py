@@ -9,7 +9,7 @@ import pytest
 from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.cli import EXIT_CONFIG, main
 from ssegate.config.errors import ConfigError
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 WHERE = "bindings.north_http_server.options.overrides"
 NOT_A_TARGET = "holds a character it may not"

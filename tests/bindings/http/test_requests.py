@@ -22,8 +22,8 @@ from ssegate.catalogs import CatalogSet
 from ssegate.catalogs.local import build_inline
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.model import Binding, Config, Route
+from ssegate.contract.exchange import DirectSocket, Request
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.telemetry.metrics import Metrics
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ from tests.support.schema_errors import binding_errors
 from ssegate.bindings.http.routing import HttpRoutes, Pattern
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 
 def _request(

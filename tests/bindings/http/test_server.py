@@ -14,8 +14,8 @@ from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
 from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
+from ssegate.contract.identity import CredentialsRejected
 from ssegate.engine.context import ExitKind
-from ssegate.guards import CredentialsRejected
 from ssegate.guards.credentials import CredentialsLookup
 from ssegate.telemetry.metrics import Metrics
 from support.http_servers import ScriptedHandler, read_h1_response, run, serve

@@ -13,8 +13,8 @@ from ssegate.bindings.filesystem.server import FilesystemServer
 from ssegate.bindings.http_filesystem.proxy import HttpFilesystemProxy, build
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
+from ssegate.contract.exchange import DirectSocket, Request
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.telemetry.metrics import Metrics
 
 T = TypeVar("T")

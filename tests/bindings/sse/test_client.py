@@ -21,8 +21,8 @@ from ssegate.bindings.sse.server import build as build_sse_server
 from ssegate.bindings.tcp.client import build as build_tcp_client
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config
+from ssegate.contract.exchange import DirectSocket, Request
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import DirectSocket, Request
 from ssegate.engine.runtime import free_port
 from ssegate.sse_codec.parser import SseEvent, SseParser
 from ssegate.telemetry.metrics import Metrics

@@ -19,7 +19,7 @@ from ssegate.bindings.sse.fanout import SinkGroup, chunk
 from ssegate.bindings.sse.server import DownstreamStream, SseRoute, SseServer
 from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse.sweep import StreamSweep
-from ssegate.engine.exchange import DirectSocket, Request
+from ssegate.contract.exchange import DirectSocket, Request
 from ssegate.native import fanout
 from ssegate.telemetry.metrics import Metrics
 

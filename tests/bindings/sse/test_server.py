@@ -16,9 +16,9 @@ from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse.sweep import SLICE_BUDGET, SWEEP_SLICES, StreamSweep
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Component, Config, Route
+from ssegate.contract.exchange import DirectSocket, Request
+from ssegate.contract.identity import Identity
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import DirectSocket, Request
-from ssegate.guards import Identity
 from ssegate.telemetry.metrics import Metrics
 
 T = TypeVar("T")

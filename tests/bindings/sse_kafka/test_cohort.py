@@ -15,7 +15,7 @@ from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_progress
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.bindings.sse_kafka.subscriber import TopicSubscriber
 from ssegate.config.model import Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.telemetry.metrics import Metrics
 

@@ -18,7 +18,7 @@ from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_progress
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.config.model import Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener, TopicSubscription
 from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 from ssegate.telemetry.metrics import Metrics

@@ -9,8 +9,8 @@ from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.sse_kafka.filters import FilterTemplate, MessageFilter
 from ssegate.config.errors import ConfigError
+from ssegate.contract.identity import Identity
 from ssegate.engine.templates import MissingTemplateValue
-from ssegate.guards import Identity
 from ssegate.kafka.topics import KafkaMessage
 
 

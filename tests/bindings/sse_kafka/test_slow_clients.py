@@ -5,7 +5,7 @@ from __future__ import annotations
 from ssegate.bindings.sse.server import SseRoute, SseServer
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.config.model import Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.telemetry.metrics import Metrics
 
 from .topic_log import StuckStream, TopicLog

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.config.model import Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.models.topics import ValueView
 from ssegate.telemetry.metrics import Metrics
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ssegate.bindings.sse.source import EventCheck
-from ssegate.engine.exchange import DirectSocket
+from ssegate.contract.exchange import DirectSocket
 from ssegate.kafka.topics import DefaultOffset, KafkaMessage, TopicListener, UnknownTopic
 from ssegate.models.topics import ValueView
 from ssegate.sse_codec.encoder import encode_event

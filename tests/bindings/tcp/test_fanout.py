@@ -9,7 +9,7 @@ from typing import cast
 from tests.support.fanout_fakes import FakeSocket, FakeTransport, FdWriter
 
 from ssegate.bindings.tcp.fanout import send_to_all
-from ssegate.engine.exchange import DirectSocket
+from ssegate.contract.exchange import DirectSocket
 
 
 def transports(count: int) -> list[asyncio.Transport]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ssegate.asyncapi.export import export_json
 from ssegate.config.model import Binding
+from ssegate.contract.exchange import Request, ResponseStream, simple_response
 from ssegate.engine.context import BuildContext
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

@@ -40,8 +40,8 @@ from urllib.parse import unquote_to_bytes
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
+from ssegate.contract.exchange import Request, ResponseStream, simple_response
 from ssegate.engine.context import BuildContext
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

@@ -7,7 +7,7 @@ binding's metrics, and keeps the connection's timers: the idle timeout while not
 flight (or the grace period of a closing), and the deadlines of the requests still arriving
 (:class:`~ssegate.bindings.http.timer.RequestDeadlines`).
 
-:class:`ResponseStreamBase` is the part of :class:`~ssegate.engine.exchange.ResponseStream` both
+:class:`ResponseStreamBase` is the part of :class:`~ssegate.contract.exchange.ResponseStream` both
 protocols answer alike: headers are sent once (a 200 with none when data comes first), nothing
 is sent after the end or once closed, a HEAD response sends no body, ``on_close`` callbacks run
 once when the stream closes and ``on_drain`` callbacks each time the protocol says it drained,
@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 from ssegate.bindings.http.timer import ConnectionTimer, RequestDeadlines
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp.flow import FlowControlledProtocol
-from ssegate.engine.exchange import DirectSocket
+from ssegate.contract.exchange import DirectSocket
 
 
 class HttpProtocolBase(FlowControlledProtocol):

@@ -20,7 +20,7 @@ from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
 from ssegate.bindings.http.types import ConnectionSetup, Dispatch, HttpLimits
 from ssegate.bindings.tcp.flow import RelayProtocol, peer_address
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 

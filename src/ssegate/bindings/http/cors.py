@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ssegate.config.errors import ConfigError
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 SAME_ORIGIN = "same-origin"
 CROSS_ORIGIN = "cross-origin"

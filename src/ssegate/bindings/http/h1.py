@@ -39,7 +39,7 @@ from ssegate.bindings.http.h2c import SWITCHING, UpgradeRefused, as_stream_one, 
 from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
-from ssegate.engine.exchange import DirectSocket, Request
+from ssegate.contract.exchange import DirectSocket, Request
 from ssegate.telemetry import log
 
 SwitchToH2 = Callable[[Request, bytes, bytes, bytes], None]
@@ -106,7 +106,8 @@ def encode_head(status: int, headers: list[tuple[str, str]], version: str = "1.1
 
 
 class Http1ResponseStream(ResponseStreamBase["Http1Protocol"]):
-    """The response to one HTTP/1.1 request; see :class:`ssegate.engine.exchange.ResponseStream`."""
+    """The response to one HTTP/1.1 request (a
+    :class:`~ssegate.contract.exchange.ResponseStream`)."""
 
     def __init__(self, connection: Http1Protocol, request: Request, keep_alive: bool) -> None:
         super().__init__(connection, head_only=request.method == "HEAD")

@@ -44,7 +44,7 @@ from ssegate.bindings.http.h2_frames import append_data_frame
 from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.telemetry import log
 
 _CONNECTION_SPECIFIC = frozenset(
@@ -68,7 +68,7 @@ class _LocalSettings(h2.settings.Settings):
 
 
 class H2ResponseStream(ResponseStreamBase["H2Protocol"]):
-    """The response on one HTTP/2 stream; see :class:`ssegate.engine.exchange.ResponseStream`."""
+    """The response on one HTTP/2 stream; see :class:`ssegate.contract.exchange.ResponseStream`."""
 
     def __init__(self, connection: H2Protocol, stream_id: int, head_only: bool) -> None:
         super().__init__(connection, head_only)

@@ -28,7 +28,7 @@ import struct
 import h2.exceptions
 import h2.settings
 
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 SWITCHING = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
 

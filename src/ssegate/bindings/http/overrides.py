@@ -25,7 +25,7 @@ from ssegate.bindings.http.request_head import (
     encode_target,
 )
 from ssegate.config.errors import ConfigError
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 _PSEUDO: dict[str, tuple[str, Callable[[str], bytes]]] = {
     ":path": ("target", encode_target),

@@ -47,7 +47,7 @@ from ssegate.bindings.http.routing import header_value
 from ssegate.catalogs import CatalogSet
 from ssegate.config.errors import ConfigError, NotSupportedYet
 from ssegate.config.validate import yaml_path
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.models import Model, build_model
 
 MAX_CONTENT_BYTES = 1 << 20

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 from ssegate.guards.guarded import Guarded
 
 _HOLE = re.compile(r"\*|\{([^{}]*)\}")

@@ -4,7 +4,7 @@
 versions offered, and the handler behind every route's exit. :meth:`HttpServer.dispatch` is the
 one place a request is decided: a CORS preflight is answered here, a refused origin gets 403,
 then ``options.authorization`` looks up each guard's credentials (cookie, header, query) and
-leaves what the guard (:class:`~ssegate.guards.guard.Guard`, whatever its type) made of them in
+leaves what the guard (:class:`~ssegate.contract.guard.Guard`, whatever its type) made of them in
 ``request.identities`` (credentials their guard may accept once refreshed, such as a token whose
 ``kid`` is unknown, wait for the guard's bounded refresh without blocking the connection). A
 challenge answer (``POST``, ``content-type: application/x-challenge-response``) is answered
@@ -45,25 +45,20 @@ from ssegate.bindings.http.overrides import HeaderOverrides
 from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
 from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.model import Binding
-from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.engine.exchange import (
+from ssegate.contract.exchange import (
     DirectSocket,
     HttpHandler,
     Request,
     ResponseStream,
     simple_response,
 )
+from ssegate.contract.guard import Answered, Guard, RelayedAnswer
+from ssegate.contract.identity import CredentialsRejected, Identity
+from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.turns import TurnBudget, shared_turns
-from ssegate.guards import (
-    CredentialsRejected,
-    Guard,
-    Identity,
-    Refusal,
-    answer_refusal,
-    check_guarded,
-)
+from ssegate.guards import Refusal, answer_refusal, check_guarded
 from ssegate.guards.credentials import CredentialsLookup
-from ssegate.guards.streams import Answered, RelayedAnswer, is_challenge_answer
+from ssegate.guards.streams import is_challenge_answer
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 

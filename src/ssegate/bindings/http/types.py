@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ssegate.bindings.http.h2_floods import FrameBudgets
-from ssegate.engine.exchange import Request, ResponseStream
+from ssegate.contract.exchange import Request, ResponseStream
 from ssegate.telemetry.metrics import Metrics
 
 Dispatch = Callable[[Request, bytes, ResponseStream], None]

@@ -30,10 +30,11 @@ from typing import Any, Protocol, runtime_checkable
 from ssegate.bindings.http.routing import Pattern, first_match
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
+from ssegate.contract.exchange import Request, ResponseStream, simple_response
+from ssegate.contract.guard import Guard
 from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.engine.exchange import Request, ResponseStream, simple_response
 from ssegate.engine.templates import MissingTemplateValue, Template
-from ssegate.guards import Guard, Refusal, answer_refusal
+from ssegate.guards import Refusal, answer_refusal
 from ssegate.guards.guarded import Guarded
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics

@@ -56,8 +56,8 @@ from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse.upstream import FanoutMember, UpstreamFanout, UpstreamItem
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
+from ssegate.contract.exchange import Request
 from ssegate.engine.context import BuildContext
-from ssegate.engine.exchange import Request
 from ssegate.sse_codec.parser import SseParseError, SseParser
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics

@@ -45,7 +45,7 @@ from ssegate.bindings.sse.hold import Hold, SharedLog
 from ssegate.bindings.sse.server import DownstreamStream, SseServer
 from ssegate.bindings.sse.source import EventCheck, SseSink
 from ssegate.bindings.tcp.fanout import send_to_all
-from ssegate.engine.exchange import DirectSocket
+from ssegate.contract.exchange import DirectSocket
 from ssegate.sse_codec.encoder import encode_comment, encode_event
 
 Owner = TypeVar("Owner", bound=Hashable)

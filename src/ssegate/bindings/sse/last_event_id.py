@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 MAX_LAST_EVENT_ID_BYTES = 254
 _NEVER_IN_AN_ID = (b"\r", b"\n", b"\x00")

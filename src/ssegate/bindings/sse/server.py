@@ -80,10 +80,12 @@ from ssegate.bindings.sse.sweep import StreamSweep, shared_sweep
 from ssegate.bindings.tcp.send_queue import SEND_LOW_WATER
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
+from ssegate.contract.exchange import DirectSocket, Request, ResponseStream, simple_response
+from ssegate.contract.guard import Guard
+from ssegate.contract.identity import Identity
 from ssegate.engine.context import BuildContext
-from ssegate.engine.exchange import DirectSocket, Request, ResponseStream, simple_response
 from ssegate.engine.turns import TurnBudget, shared_turns
-from ssegate.guards import Guard, Identity, answer_refusal
+from ssegate.guards import answer_refusal
 from ssegate.guards.guard import keep_authorized
 from ssegate.guards.guarded import Guarded
 from ssegate.guards.streams import StreamAuthorization

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from ssegate.contract.exchange import Request
 from ssegate.engine.context import ExitKind
-from ssegate.engine.exchange import Request
 
 
 class EventCheck(Protocol):

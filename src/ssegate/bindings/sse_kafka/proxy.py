@@ -47,10 +47,10 @@ from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
 from ssegate.bindings.sse_kafka.subscriber import SubscriberStats, TopicSubscriber
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
+from ssegate.contract.exchange import Request
+from ssegate.contract.guard import Guard
 from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.engine.exchange import Request
 from ssegate.engine.templates import MissingTemplateValue, Template
-from ssegate.guards import Guard
 from ssegate.guards.guarded import Guarded
 from ssegate.kafka.topics import TopicSource, UnknownTopic
 from ssegate.models.topics import ValueView

@@ -5,7 +5,7 @@ to 10,000 connections costs 10,000 ``transport.write`` calls from Python. :func:
 hands the bytes and every connection's descriptor to :func:`ssegate.native.fanout.send_all`
 instead (one call, the sends made from C), and gives each transport only what its send left.
 
-A :class:`~ssegate.engine.exchange.DirectSocket` is what may be written this way: the socket of
+A :class:`~ssegate.contract.exchange.DirectSocket` is what may be written this way: the socket of
 a cleartext TCP transport (never one under TLS, whose bytes must go through the TLS record layer
 in the transport). Rules, which keep every connection's bytes in order and never write to a
 socket not ours:

@@ -30,7 +30,7 @@ import socket
 import struct
 from typing import Protocol, runtime_checkable
 
-from ssegate.engine.conforms import conforms
+from ssegate.contract.conforms import conforms
 
 SIOCOUTQNSD = 0x894B
 """Linux: bytes in a socket's send queue not yet sent (``linux/sockios.h``)."""

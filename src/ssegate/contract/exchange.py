@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 from urllib.parse import parse_qsl
 
-from ssegate.engine.conforms import conforms
+from ssegate.contract.conforms import conforms
 
 if TYPE_CHECKING:
-    from ssegate.guards.guard import Guard
-    from ssegate.guards.identity import Authorization
+    from ssegate.contract.guard import Guard
+    from ssegate.contract.identity import Authorization
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Protocol, runtime_checkable
 
-from ssegate.engine.conforms import conforms
+from ssegate.contract.conforms import conforms
 
 
 @runtime_checkable

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssegate.engine.exchange import Request
+from ssegate.contract.exchange import Request
 
 
 def _request(target: str) -> Request:

@@ -1,6 +1,6 @@
 """What a guard makes of credentials, whatever the guard type: an identity, or a rejection.
 
-:meth:`~ssegate.guards.guard.Guard.authorize` answers one of the two, and the http server leaves
+:meth:`~ssegate.contract.guard.Guard.authorize` answers one of the two, and the http server leaves
 it in ``request.identities[guard]``. Everything downstream (route roles, ``${guarded[...]}``
 templates, challenge and expiry of long-lived streams) reads these values only, so it works the
 same for any guard type. Times are seconds since the epoch, as Zilla's guards keep
@@ -37,7 +37,7 @@ class CredentialsRejected:
     reason: str
     """Why, safe to log and to answer with (it never quotes the credentials whole)."""
     refreshable: bool = False
-    """The guard might accept them once :meth:`~ssegate.guards.guard.Guard.refresh` is done
+    """The guard might accept them once :meth:`~ssegate.contract.guard.Guard.refresh` is done
     (a JWT naming a key the guard does not hold yet)."""
 
 
