@@ -1,4 +1,9 @@
-"""The shape of ``src/ssegate``'s imports: no cycle, and the engine never reaches up into bindings.
+"""The shape of ``src/ssegate``'s imports: no cycle, and every import points down the layers.
+
+:data:`LAYERS` is the map of docs/architecture.md: each floor names the parts of the package on
+it (a part is a top-level package or module of ``ssegate``), the ground floor first. A module
+imports modules of its own floor and of the floors below it, never one above; and the parts
+:data:`APART` names never import each other, whatever floor they are on.
 
 Every import counts, those made only for type checking included: a cycle of type-only imports
 still means two modules that cannot be read, or moved, apart. A module imports another when it
@@ -14,6 +19,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("ssegate", "contract", "sse_codec", "native", "cache", "kafka"),
+    ("config",),
+    ("telemetry", "vaults", "catalogs", "jars", "models", "asyncapi"),
+    ("engine", "guards", "tools"),
+    ("bindings",),
+    ("cli", "__main__", "pipeline"),
+)
+"""The floors, the ground floor first: the joints every layer meets on (the exchange contract,
+identities, the ``Guard`` protocol) and the leaves; the config; the cores bindings share; the
+engine beside the guards; the bindings; the commands."""
+
+APART: tuple[tuple[str, str], ...] = (
+    ("engine", "guards"),
+    ("engine", "tools"),
+)
+"""Parts that never import each other: the engine meets guards only through ``contract``."""
 
 
 def _modules() -> dict[str, Path]:
@@ -47,6 +70,27 @@ def import_graph() -> dict[str, set[str]]:
         name: {d for d in _imported(name, path, modules) if d in modules and d != name}
         for name, path in modules.items()
     }
+
+
+def part(module: str) -> str:
+    """The part of the package ``module`` belongs to: ``ssegate.engine.runtime`` → ``engine``."""
+    return module.split(".")[1] if "." in module else module
+
+
+def floor(module: str) -> int:
+    """The floor of ``module``'s part in :data:`LAYERS`; -1 when no floor names it."""
+    return next((n for n, parts in enumerate(LAYERS) if part(module) in parts), -1)
+
+
+def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of a module on a higher floor, and between parts kept :data:`APART`."""
+    apart = {*APART, *((b, a) for a, b in APART)}
+    return sorted(
+        (module, imported)
+        for module, imports in graph.items()
+        for imported in imports
+        if floor(imported) > floor(module) or (part(module), part(imported)) in apart
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -113,3 +157,48 @@ def test_the_engine_imports_no_binding() -> None:
         if imported.startswith("ssegate.bindings")
     )
     assert upward == []
+
+
+def test_the_layer_check_finds_an_import_up_and_one_between_parts_kept_apart() -> None:
+    graph = {
+        "ssegate.config.loader": {"ssegate.asyncapi.expand", "ssegate.contract.exchange"},
+        "ssegate.engine.runtime": {"ssegate.guards.relay", "ssegate.config.model"},
+        "ssegate.guards.jwt_guard": {"ssegate.config.model"},
+    }
+    assert upward(graph) == [
+        ("ssegate.config.loader", "ssegate.asyncapi.expand"),
+        ("ssegate.engine.runtime", "ssegate.guards.relay"),
+    ]
+
+
+def test_every_part_of_ssegate_is_on_one_floor() -> None:
+    parts = {part(module) for module in import_graph()}
+    declared = [name for floor_parts in LAYERS for name in floor_parts]
+    assert sorted(name for name in parts if floor(name) < 0) == []
+    assert sorted(name for name in declared if name not in parts) == []
+    assert len(declared) == len(set(declared))
+
+
+def test_every_import_points_down_the_layers() -> None:
+    assert upward(import_graph()) == []
+
+
+def test_the_engine_and_the_guards_meet_only_on_the_ground_floor() -> None:
+    between = sorted(
+        (module, imported)
+        for module, imports in import_graph().items()
+        for imported in imports
+        if {part(module), part(imported)} == {"engine", "guards"}
+    )
+    assert between == []
+
+
+def test_the_config_imports_neither_guards_nor_asyncapi() -> None:
+    reached = sorted(
+        (module, imported)
+        for module, imports in import_graph().items()
+        if part(module) == "config"
+        for imported in imports
+        if part(imported) in ("guards", "asyncapi")
+    )
+    assert reached == []
