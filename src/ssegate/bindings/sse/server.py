@@ -1,6 +1,6 @@
 """The ``sse`` server binding: one downstream ``text/event-stream`` response per GET.
 
-:class:`SseServer` is the :class:`~ssegate.engine.exchange.HttpHandler` an http server route
+:class:`SseServer` is the :class:`~ssegate.contract.exchange.HttpHandler` an http server route
 exits to. Per request it checks the method (GET only, else 405), reads the resume position
 before any route is tried, as Zilla does (:mod:`ssegate.bindings.sse.last_event_id`: over 254
 bytes is a 400 with no body, one holding CR, LF or NUL a 400 with the reason;
@@ -413,7 +413,7 @@ class DownstreamStream:
     def refused(self) -> None:
         """A write to the client's socket left bytes to its transport: the kernel holds what it
         takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`, set by
-        :meth:`~ssegate.engine.exchange.ResponseStream.direct_socket`), its window is shut. The
+        :meth:`~ssegate.contract.exchange.ResponseStream.direct_socket`), its window is shut. The
         client stalls now, not when the sweep finds it over the mark, and its source is told at
         once (:meth:`Subscription.pace`): a replay stops there."""
         if self.stalled_since is None and self._state == _OPEN:
