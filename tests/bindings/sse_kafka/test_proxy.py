@@ -18,7 +18,7 @@ from ssegate.bindings.sse_kafka.shared import EncodedMessages, encode_message
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Route
 from ssegate.contract.exchange import Request
-from ssegate.kafka.topics import KafkaMessage
+from ssegate.kafka.topics import KafkaMessage, LivePositions
 from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 from ssegate.telemetry.metrics import Metrics
 
@@ -338,3 +338,24 @@ def test_a_route_without_with_reads_the_topic_from_the_path(log: TopicLog) -> No
     assert [e.data for e in sink.events()] == ["x"]
     with pytest.raises(ConfigError):
         compile_route(Route(exit="cache", when=[{"path": "/{name}"}], path="r"), log, "r")
+
+
+def test_a_live_stream_passed_over_by_its_filter_writes_its_resume_point_on_keep_alives_only(
+    log: TopicLog,
+) -> None:
+    async def scenario() -> tuple[WireSink, str | None, SseKafkaProxy]:
+        with_ = {"topic": "events", "filters": [{"key": "k", "headers": {"zone": "north"}}]}
+        p = proxy(route(log, "/{x}", with_))
+        sink = subscribe(p, "/x")
+        positions = LivePositions()
+        log.subscriptions[0].listener.on_live(0, positions)
+        for offset in range(3):  # offered by its key, dropped by its header, a batch at a time
+            log.append("events", 0, b"k", b"south", headers=(("zone", b"south"),))
+            positions.offsets[0] = offset + 1
+            await asyncio.sleep(0.6)
+        return sink, log.subscriptions[0].listener.resume_id(), p
+
+    sink, resume, p = asyncio.run(scenario())
+    assert sink.parsed() == []  # not one id-only block per batch, nor per second
+    assert p.stats.id_only == 0
+    assert resume == encode_progress({0: 3})  # the keep-alive carries it

@@ -39,7 +39,9 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
 - Before a partition is live (replay, catch-up), messages the filter drops and offsets the
   cache passed over move the progress without an event. Once :data:`ID_ONLY_AFTER_SKIPPED` of
   them pile up, or :data:`ID_ONLY_AFTER_SECONDS` after the last id written, an id-only block
-  goes out, so a reconnect does not scan the gap again.
+  goes out, so a reconnect does not scan the gap again. Once a partition is live, messages the
+  interest index offers that the filter still drops (the key matches, a header does not) move
+  the progress the same way, and only the keep-alive carries it past them.
 - A requested offset below the log start (retention) starts the partition at the earliest
   offset and says so: ``event:reset`` with ``data:{"partition":P,"requested":R,"earliest":E}``
   and the new id, before the messages that follow.
@@ -235,8 +237,12 @@ class TopicSubscriber:
             if self.sink.closed:  # too far behind: the sse server closed it just now
                 self._dropped()
                 return
-        if self._skipped:
-            self._passed_over()
+        if self._skipped and not self._all_live(messages):
+            self._passed_over()  # a live partition's gap rides on the keep-alive (module doc)
+
+    def _all_live(self, messages: Sequence[KafkaMessage]) -> bool:
+        live = self._live_partitions
+        return bool(live) and all(message.partition in live for message in messages)
 
     def _work_out(self, messages: Sequence[KafkaMessage]) -> BatchOutcome:
         """Move the progress through ``messages`` and encode what this shape writes."""
