@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("ssegate", "contract", "sse_codec", "native", "cache", "kafka"),
     ("config",),
-    ("telemetry", "vaults", "catalogs", "jars", "models", "asyncapi"),
+    ("telemetry", "vaults", "catalogs", "jars", "models", "asyncapi", "host", "quotas"),
     ("engine", "guards", "tools"),
     ("bindings",),
     ("cli", "__main__", "pipeline"),

@@ -109,7 +109,11 @@ class Served:
     process: GatewayProcess
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["one-worker", "two-workers"])
+@pytest.fixture(
+    scope="module",
+    params=[(1, {}), (2, {}), (2, {"SSEGATE_HOST_TUNING": "off"})],
+    ids=["one-worker", "two-workers", "two-workers-untuned"],
+)
 def served(
     request: pytest.FixtureRequest,
     kafka_broker: BrokerInfo,
@@ -118,7 +122,8 @@ def served(
     port = free_port()
     config = tmp_path_factory.mktemp("filtered") / "zilla.yaml"
     config.write_text(CONFIG.format(port=port, bootstrap=kafka_broker.bootstrap))
-    with GatewayProcess(config, workers=request.param, history=100_000) as process:
+    workers, env = request.param  # untuned: no host tuning at all (ssegate.host), still exact
+    with GatewayProcess(config, workers=workers, env=env, history=100_000) as process:
         yield Served(port, process)
 
 
@@ -206,6 +211,7 @@ def test_filtered_streams_resume_exactly_across_reconnects_and_keepalive_ids(
         return sent, {"key": followed[0], "zone": followed[1]}
 
     sent, followed = asyncio.run(scenario())
+    workers = served.process.workers
     wants = {
         "key": lambda key, zone: key == "k5",
         "zone": lambda key, zone: zone == "south",
@@ -224,4 +230,7 @@ def test_filtered_streams_resume_exactly_across_reconnects_and_keepalive_ids(
         for line in list(served.process.output)
         if '"kafka.shared_fetch"' in line
     )
-    assert roles == ([] if served.process.workers == 1 else ["follower", "leader"])
+    shared = served.process.workers > 1 and "SSEGATE_HOST_TUNING" not in served.process.env
+    assert roles == (["follower", "leader"] if shared else [])  # untuned: a fetch per worker
+    policies = [line for line in served.process.output if '"gateway.gc"' in line]
+    assert len(policies) == (0 if "SSEGATE_HOST_TUNING" in served.process.env else workers)

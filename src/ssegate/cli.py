@@ -172,7 +172,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _start(args: argparse.Namespace) -> int:
     if args.own_process:
-        from ssegate.engine import allocator
+        from ssegate.host import allocator
 
         allocator.choose()  # first: it may run this process again, on jemalloc
     from ssegate.config.env_file import load_env_file

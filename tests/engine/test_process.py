@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ssegate.cli import main
-from ssegate.engine.allocator import LIBRARY
+from ssegate.host.allocator import LIBRARY
 from ssegate_lab.bench.foundation import write_static_config
 
 

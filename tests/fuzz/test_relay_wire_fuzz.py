@@ -1,7 +1,7 @@
 """Datagrams from any local process on the relay's channel: a message or ``MalformedDatagram``.
 
 Whatever a process of the same user writes to a gateway's relay socket is read by
-:func:`ssegate.guards.relay_wire.decode`. The datagrams here are arbitrary bytes, JSON values
+:func:`ssegate.host.relay_wire.decode`. The datagrams here are arbitrary bytes, JSON values
 of every shape, and real messages with one field replaced by a value of any JSON type; each
 decodes to a message that encodes back to itself, or is refused with a reason.
 """
@@ -13,7 +13,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssegate.guards.relay_wire import MalformedDatagram, Outcome, Renewal, decode, encode
+from ssegate.host.relay_wire import MalformedDatagram, Outcome, Renewal, decode, encode
 
 from .profiles import FUZZ
 

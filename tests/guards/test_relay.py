@@ -38,7 +38,7 @@ from ssegate.guards.relay import (
     RelayUnavailable,
     relay_directory,
 )
-from ssegate.guards.relay_wire import Outcome, Renewal, decode, encode, new_id
+from ssegate.host.relay_wire import Outcome, Renewal, decode, encode, new_id
 from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer
 from ssegate_lab.bench.gateway import GatewayProcess

@@ -21,7 +21,7 @@ from ssegate.telemetry.metrics import Metrics
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
     from ssegate.contract.guard import Guard
-    from ssegate.engine.worker_links import WorkerLink
+    from ssegate.host.worker_links import WorkerLink
     from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")
@@ -84,4 +84,4 @@ class BuildContext(Protocol):
 
     def worker_link(self, binding: str) -> WorkerLink | None:
         """This worker's links to the other workers for ``binding``, when it is one of several
-        and the binding's kind is linked (:mod:`ssegate.engine.worker_links`)."""
+        and the binding's kind is linked (:mod:`ssegate.host.worker_links`)."""

@@ -11,8 +11,8 @@ fails to start stops the others: the gateway is up whole or not at all.
 Every held connection is a file descriptor, so before anything listens the soft
 ``RLIMIT_NOFILE`` is raised to the hard limit (the workers inherit it), and each worker logs the
 limit it runs with (``gateway.open_files_limit``) and the allocator it runs on
-(``gateway.allocator``: :mod:`ssegate.engine.allocator`). Once it serves, each worker's long-lived
-objects are left out of the garbage collector's routine passes (:mod:`ssegate.engine.collector`).
+(``gateway.allocator``: :mod:`ssegate.host.allocator`). Once it serves, each worker's long-lived
+objects are left out of the garbage collector's routine passes (:mod:`ssegate.host.collector`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from pathlib import Path
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
-from ssegate.engine import allocator, worker_links
-from ssegate.engine.collector import LongLivedObjects
+from ssegate.host import allocator, worker_links
+from ssegate.host.collector import LongLivedObjects
 from ssegate.engine.runtime import Runtime
-from ssegate.engine.worker_links import WorkerLink
+from ssegate.host.worker_links import WorkerLink
 from ssegate.telemetry import log
 
 DRAIN_SECONDS = 3.0

@@ -42,7 +42,7 @@ from ssegate.telemetry.selection import MetricSelection
 if TYPE_CHECKING:
     from ssegate.catalogs import CatalogSet
     from ssegate.contract.guard import Guard
-    from ssegate.engine.worker_links import WorkerLink
+    from ssegate.host.worker_links import WorkerLink
     from ssegate.vaults.vault import Vault
 
 T = TypeVar("T")

@@ -8,9 +8,9 @@ user named after its listening addresses (:func:`relay_directory`), so exactly t
 that share those addresses meet, and nothing else is needed.
 
 The process an HTTP/1.1 answer reaches extends its own streams, then sends the answer's token
-(:class:`~ssegate.guards.relay_wire.Renewal`) to every other socket of the directory. Each
+(:class:`~ssegate.host.relay_wire.Renewal`) to every other socket of the directory. Each
 receiver verifies the token with its own guard, as if the client had sent it there, extends
-what it may extend, and replies with an :class:`~ssegate.guards.relay_wire.Outcome`. The
+what it may extend, and replies with an :class:`~ssegate.host.relay_wire.Outcome`. The
 answer is decided (:class:`RelayedAnswer`) at once when a stream was extended here, else at the
 first peer that extended one, else once every peer replied or :data:`ANSWER_WAIT` passed:
 204 when a stream anywhere was extended, 403 with the reason otherwise (no process holds a
@@ -18,7 +18,7 @@ stream of that identity, or the token does not supersede the one it holds).
 
 Nothing on the channel is trusted: a renewal grants only what its token grants (a token of that
 identity could open a stream of its own), a datagram that is not exactly one this module writes
-(:mod:`~ssegate.guards.relay_wire`) is dropped and counted in ``ssegate.guard.relay.dropped``
+(:mod:`~ssegate.host.relay_wire`) is dropped and counted in ``ssegate.guard.relay.dropped``
 with one log line per :data:`DROP_LOG_EVERY` seconds, and outcomes count only from the peers a
 renewal was sent to. Memory is bounded: at most :data:`MAX_PENDING` answers wait for replies, a
 renewal goes to at most :data:`MAX_PEERS` peers, at most :data:`MAX_BACKLOG` datagrams wait
@@ -44,7 +44,7 @@ from typing import Any
 
 from ssegate.contract.guard import Answered, Guard, RelayedAnswer
 from ssegate.contract.identity import CredentialsRejected, Identity
-from ssegate.guards.relay_wire import (
+from ssegate.host.relay_wire import (
     MAX_DATAGRAM,
     MAX_TOKEN,
     MalformedDatagram,

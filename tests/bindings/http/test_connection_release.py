@@ -1,6 +1,6 @@
 """A closed connection is freed by reference counting alone: it leaves no reference cycle.
 
-The collector policy (:mod:`ssegate.engine.collector`) freezes what lives long and runs a full
+The collector policy (:mod:`ssegate.host.collector`) freezes what lives long and runs a full
 collection only when memory grows, so a cycle among a closed connection's objects would stay
 until then: 1,000 clients dropped for not reading kept 10 MiB for good. Each test opens a real
 stream, ends it from the client's side or the gateway's, and asserts with the cyclic collector

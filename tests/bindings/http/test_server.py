@@ -18,7 +18,7 @@ from ssegate.contract.identity import CredentialsRejected
 from ssegate.engine.context import ExitKind
 from ssegate.guards.credentials import CredentialsLookup
 from ssegate.telemetry.metrics import Metrics
-from support.http_servers import ScriptedHandler, read_h1_response, run, serve
+from support.http_servers import H2Client, ScriptedHandler, read_h1_response, run, serve
 
 T = TypeVar("T")
 
@@ -227,6 +227,27 @@ def test_every_exchange_is_measured_when_it_closes() -> None:
     assert metrics.histograms[("http.duration", (("binding", NAME),))].count == 2
     sizes = metrics.histograms[("http.response.size", (("binding", NAME),))]
     assert sizes.total == len(b"/echo") + len(b"data:x\n\n")
+
+
+def test_each_open_http2_stream_counts_as_a_request_being_answered() -> None:
+    # what the host's collector reads as the streams a process holds: over HTTP/2 one
+    # connection carries many, and each counts
+    server, handler = _server()
+
+    async def scenario() -> None:
+        async with serve(server.protocol_factory()) as port:
+            client = await H2Client.connect(port)
+            for _ in range(3):
+                client.request("GET", "/stream")
+            while len(handler.streams) < 3:
+                await handler.stream_opened.wait()
+                handler.stream_opened.clear()
+            assert server.metrics.gauge_value("http.active.requests", NAME) == 3
+            assert server.metrics.gauge_value("ssegate.connections.active", NAME) == 1
+            await client.close()
+
+    run(scenario)
+    assert server.metrics.gauge_value("http.active.requests", NAME) == 0
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from ssegate.bindings.kafka.host_fetch import (
     frame,
 )
 from ssegate.bindings.kafka.repeats import Repeat
-from ssegate.engine.worker_links import WorkerLink
+from ssegate.host.worker_links import WorkerLink
 from ssegate.kafka.topics import KafkaMessage
 
 LIVE = Fetched(

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssegate.engine.allocator import jemalloc_mapped
+from ssegate.host.allocator import jemalloc_mapped
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ class HttpProtocolBase(FlowControlledProtocol):
     def _release(self) -> None:
         """The connection is gone: stop its timers and let go of what refers back to it, so
         that reference counting frees it at once. The collector policy
-        (:mod:`ssegate.engine.collector`) freezes what lives long, and a cycle of frozen
+        (:mod:`ssegate.host.collector`) freezes what lives long, and a cycle of frozen
         objects waits for a full collection: closed connections would pile up until one."""
         self._stop_timers()
         self._deadlines.close()

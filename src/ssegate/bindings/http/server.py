@@ -55,7 +55,7 @@ from ssegate.contract.exchange import (
 from ssegate.contract.guard import Answered, Guard, RelayedAnswer
 from ssegate.contract.identity import CredentialsRejected, Identity
 from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.engine.turns import TurnBudget, shared_turns
+from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.guards import Refusal, answer_refusal, check_guarded
 from ssegate.guards.credentials import CredentialsLookup
 from ssegate.guards.streams import is_challenge_answer
@@ -211,7 +211,7 @@ class HttpServer:
 
     def dispatch(self, request: Request, body: bytes, stream: ResponseStream) -> None:
         """Answer one request, within the loop turn's budget for new requests or in a later
-        turn (:mod:`ssegate.engine.turns`); never raises (an unexpected exception is a 500 and
+        turn (:mod:`ssegate.host.turns`); never raises (an unexpected exception is a 500 and
         a log line). A request whose stream closed while it waited is not answered."""
         observed = ObservedStream(stream, request, self.access)
         self._measure(request, body, observed)

@@ -8,7 +8,7 @@ workers, not with the streams (16,000 key-filtered streams on six workers at 5,0
 docs/performance.md, "100,000 streams across workers").
 
 So the workers are linked before they are forked: one Unix socket pair per cache server binding
-and worker after the first (:mod:`ssegate.engine.worker_links`). Worker 0 is the **leader**:
+and worker after the first (:mod:`ssegate.host.worker_links`). Worker 0 is the **leader**:
 its fetch thread (:class:`~.fetcher.FetchThread`) reads Kafka as before and, in the same pass,
 writes what its shared fetch produced to every follower (:meth:`LeaderEnd.broadcast`). Each
 other worker is a **follower**: its fetch thread has no shared-fetch consumer; it reads the
@@ -52,7 +52,7 @@ from ssegate.bindings.kafka.fetch_events import (
     StartTopic,
 )
 from ssegate.bindings.kafka.repeats import Repeat
-from ssegate.engine.worker_links import WorkerLink
+from ssegate.host.worker_links import WorkerLink
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.telemetry import log
 
@@ -268,7 +268,7 @@ SharedFetchEnd = LeaderEnd | FollowerEnd
 
 
 def end_of(link: WorkerLink | None) -> SharedFetchEnd | None:
-    """This worker's end of the shared fetch, from its :class:`~ssegate.engine.worker_links.
+    """This worker's end of the shared fetch, from its :class:`~ssegate.host.worker_links.
     WorkerLink` (``None`` with one worker)."""
     if link is None:
         return None

@@ -22,7 +22,7 @@ Where that offset lies decides how it is served:
   ``historical`` default) whose start the cache let go before its first chunk starts at the
   oldest the cache holds then, which is what it asked for, rather than catching up. So the
   history is not copied into a client that does not read: what it is written is the chunk its
-  socket refused. Each chunk is deferrable work (:mod:`ssegate.engine.turns`): a thousand
+  socket refused. Each chunk is deferrable work (:mod:`ssegate.host.turns`): a thousand
   clients that open a replay at once take turns with the live batches. A
   subscriber with an interest replays through the cache's index of keys and header values
   (:meth:`~.partition_cache.PartitionCache.read_wanted`), at the cost of what it receives;
@@ -51,7 +51,7 @@ from enum import Enum
 from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
 from ssegate.bindings.kafka.interest_index import InterestIndex
 from ssegate.bindings.kafka.partition_cache import PartitionCache
-from ssegate.engine.turns import shared_turns
+from ssegate.host.turns import shared_turns
 from ssegate.kafka.topics import (
     DefaultOffset,
     Interest,
@@ -257,7 +257,7 @@ class TopicFeed:
 
     def replay(self, cursor: PartitionCursor) -> None:
         """Read ``cursor``'s next chunk from the cache at the loop's next turn, within the
-        turn's budget for deferrable work (:mod:`ssegate.engine.turns`): a crowd that replays
+        turn's budget for deferrable work (:mod:`ssegate.host.turns`): a crowd that replays
         at once takes turns with the batches of the live streams, not whole turns from them."""
         turns = shared_turns()
 

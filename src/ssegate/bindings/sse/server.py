@@ -51,7 +51,7 @@ bytes is the whole connection's. A client is dropped when its unsent bytes pass 
 stays stalled for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the
 last sweep, or stalled, are asked, so idle streams cost nothing. A stall sets a timer for the end of
 its timeout, so the drop comes then, not at the first sweep after it (up to a tick later); the drops
-of a crowd that stalled together are spread over loop turns (:mod:`ssegate.engine.turns`). While a
+of a crowd that stalled together are spread over loop turns (:mod:`ssegate.host.turns`). While a
 client is stalled what is written to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a
 group of streams keeps one log for all its held members), and sent as one write once the client
 reads again: a client that reads nothing costs no ``send()``, and its source is told
@@ -84,7 +84,7 @@ from ssegate.contract.exchange import DirectSocket, Request, ResponseStream, sim
 from ssegate.contract.guard import Guard
 from ssegate.contract.identity import Identity
 from ssegate.engine.context import BuildContext
-from ssegate.engine.turns import TurnBudget, shared_turns
+from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.guards import answer_refusal
 from ssegate.guards.guard import keep_authorized
 from ssegate.guards.guarded import Guarded

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ssegate.guards.relay_wire import (
+from ssegate.host.relay_wire import (
     MAX_DATAGRAM,
     MalformedDatagram,
     Outcome,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ssegate.engine.turns import TurnBudget
+from ssegate.host.turns import TurnBudget
 
 
 class Clock:

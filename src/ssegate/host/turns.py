@@ -16,7 +16,8 @@ counts its requests that waited in ``ssegate.http.requests.deferred``).
 
 The turn's start is the first deferrable work in it, and the turn ends when a callback queued
 then runs (:meth:`asyncio.AbstractEventLoop.call_soon`: after everything already queued). Without
-a running loop (a test calling a handler by hand) every piece of work runs at once.
+a running loop (a test calling a handler by hand) every piece of work runs at once, and so it
+does with ``SSEGATE_TURNS=off`` (:data:`ssegate.host.switches.TURNS`): a budget of none.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ssegate.host import switches
+
 TURN_BUDGET = 0.002
 """Seconds of deferrable work a turn of the event loop runs before the rest waits."""
 
@@ -34,9 +37,10 @@ class TurnBudget:
     """Deferrable work, run at once within a turn's budget and otherwise in later turns."""
 
     def __init__(
-        self, budget: float = TURN_BUDGET, clock: Callable[[], float] = time.perf_counter
+        self, budget: float | None = TURN_BUDGET, clock: Callable[[], float] = time.perf_counter
     ) -> None:
         self.budget = budget
+        """Seconds of deferrable work per turn; ``None``: no budget, all work runs at once."""
         self._clock = clock
         self._turn_started: float | None = None
         """When the current turn's first deferrable work started (None: none yet)."""
@@ -57,6 +61,8 @@ class TurnBudget:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            loop = None
+        if loop is None or self.budget is None:
             work()
             return True
         if loop is not self._loop:
@@ -84,7 +90,7 @@ class TurnBudget:
             self._turn_started = now
             loop.call_soon(self._turn_over)
             return False
-        return now - started >= self.budget
+        return now - started >= (self.budget or 0.0)
 
     def _turn_over(self) -> None:
         self._turn_started = None
@@ -103,7 +109,7 @@ class TurnBudget:
         try:
             while waiting:
                 waiting.popleft()()
-                if clock() - started >= self.budget:
+                if clock() - started >= (self.budget or 0.0):
                     break
         finally:  # work that raised leaves the rest waiting, not stranded
             if waiting:
@@ -111,7 +117,7 @@ class TurnBudget:
             self._turn_started = None
 
 
-_shared = TurnBudget()
+_shared = TurnBudget(TURN_BUDGET if switches.TURNS.on() else None)
 
 
 def shared_turns() -> TurnBudget:

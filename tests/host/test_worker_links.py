@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ssegate.config.loader import load_config
-from ssegate.engine.worker_links import plan
+from ssegate.host.worker_links import plan
 
 CONFIG = """\
 name: links

@@ -20,7 +20,8 @@ with jemalloc preloaded and CPython's small-object allocator off (``PYTHONMALLOC
 before it reads its config; the pid is the same. The variables that did that are put back as
 they were in the new process, so that what it runs (a Kafka broker, for one) starts as it
 would have. ``SSEGATE_ALLOCATOR`` chooses: ``jemalloc`` (required: start refuses when the
-library is missing), ``python`` (CPython's own), or unset (jemalloc when found).
+library is missing), ``python`` (CPython's own), or unset (jemalloc when found);
+``SSEGATE_HOST_TUNING=off`` is ``python`` too (:mod:`ssegate.host.switches`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ssegate.config.errors import ConfigError
+from ssegate.host import switches
 
-ENVIRONMENT = "SSEGATE_ALLOCATOR"
+ENVIRONMENT = switches.ALLOCATOR.variable
 """``jemalloc``, ``python``, or unset (``jemalloc`` where found)."""
 LIBRARY = "libjemalloc.so.2"
 """The soname of Debian's ``libjemalloc2``; what is preloaded is the one the loader's cache
@@ -71,7 +73,7 @@ def plan(environ: Mapping[str, str], found: str | None) -> Plan:
         )
     if RESTORE in environ:
         return Plan("jemalloc")  # this is the process run again
-    if wanted == "python":
+    if not switches.ALLOCATOR.on(environ):
         return Plan("python")
     if found is None:
         if wanted == "jemalloc":

@@ -1,4 +1,4 @@
-"""The allocator a starting gateway chooses (:mod:`ssegate.engine.allocator`): pure."""
+"""The allocator a starting gateway chooses (:mod:`ssegate.host.allocator`): pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ssegate.config.errors import ConfigError
-from ssegate.engine.allocator import LIBRARY, RESTORE, plan, restored
+from ssegate.host.allocator import LIBRARY, RESTORE, plan, restored
 
 
 def test_a_gateway_runs_itself_again_on_jemalloc_where_it_is_found() -> None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ssegate.config.model import Config
+from ssegate.host import switches
 
 LINKED_KINDS: frozenset[tuple[str, str]] = frozenset({("kafka", "cache_server")})
 """Binding ``(type, kind)`` whose workers share work through worker 0."""
@@ -74,9 +75,10 @@ class LinkPlan:
 
 
 def plan(config: Config, workers: int) -> LinkPlan:
-    """The links ``workers`` workers need for the config's linked bindings (none for one)."""
+    """The links ``workers`` workers need for the config's linked bindings (none for one, and
+    none when ``SSEGATE_SHARED_FETCH=off``: each worker then fetches for itself)."""
     pairs: dict[str, list[tuple[socket.socket, socket.socket]]] = {}
-    if workers <= 1:
+    if workers <= 1 or not switches.SHARED_FETCH.on():
         return LinkPlan(pairs)
     for name, binding in config.bindings.items():
         if (binding.type, binding.kind) not in LINKED_KINDS:

@@ -1,5 +1,5 @@
 """The garbage collector's schedule in a gateway process: long-lived objects frozen, full
-collections only on growth (:mod:`ssegate.engine.collector`).
+collections only on growth (:mod:`ssegate.host.collector`).
 
 The schedule's decisions are pure and tested as such; the policy itself changes the process's
 collector, so it is run against CPython's real one in a process of its own.
@@ -14,7 +14,7 @@ import sys
 import textwrap
 from typing import Any
 
-from ssegate.engine.collector import FreePagesReturn, FullCollectionSchedule
+from ssegate.host.collector import FreePagesReturn, FullCollectionSchedule
 
 MIB = 2**20
 
@@ -50,33 +50,33 @@ def test_a_full_collection_measures_growth_from_what_it_left() -> None:
     assert schedule.due(625 * MIB, 31.0) == "growth"
 
 
-def test_growth_the_connections_opened_account_for_makes_no_full_collection_due() -> None:
+def test_growth_the_streams_opened_account_for_makes_no_full_collection_due() -> None:
     schedule = FullCollectionSchedule(
-        baseline=60 * MIB, last=0.0, floor=0, connections=0, connection_margin=1.0
+        baseline=60 * MIB, last=0.0, floor=0, streams=0, stream_margin=1.0
     )
     # 2,048 streams opened, 40 MiB: the collection finds nothing, so each took 20 KiB
-    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_048)
-    assert schedule.per_connection == 20 * 1024
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, streams=2_048)
+    assert schedule.per_stream == 20 * 1024
     # 12,288 more streams: 240 MiB, all of it theirs
-    assert schedule.due(340 * MIB, 2.0, connections=14_336) is None
+    assert schedule.due(340 * MIB, 2.0, streams=14_336) is None
     # 2,048 of them closed: the memory they took is not growth
-    assert schedule.due(340 * MIB, 3.0, connections=12_288) is None
+    assert schedule.due(340 * MIB, 3.0, streams=12_288) is None
     # as many new ones in their place: what they take is (40 MiB, +40 % < 50 %; then 60 MiB)
-    assert schedule.due(380 * MIB, 4.0, connections=14_336) is None
-    assert schedule.due(400 * MIB, 4.0, connections=14_336) == "growth"
+    assert schedule.due(380 * MIB, 4.0, streams=14_336) is None
+    assert schedule.due(400 * MIB, 4.0, streams=14_336) == "growth"
 
 
-def test_connections_that_grow_once_they_stream_make_no_full_collection_due() -> None:
-    # a worker of the 100,000-stream run: 2,500 connections opened in 92 MiB took 13.5 KiB
+def test_streams_that_grow_once_they_stream_make_no_full_collection_due() -> None:
+    # a worker of the 100,000-stream run: 2,500 streams opened in 92 MiB took 13.5 KiB
     # each; once 16,700 streamed they held 17.1 KiB each
     schedule = FullCollectionSchedule(baseline=59 * MIB, last=0.0, floor=0)
-    schedule.ran(92 * MIB, 1.0, reclaimed=0, walked=254_000, connections=2_500)
-    assert round(schedule.per_connection / 1024, 1) == 13.5
+    schedule.ran(92 * MIB, 1.0, reclaimed=0, walked=254_000, streams=2_500)
+    assert round(schedule.per_stream / 1024, 1) == 13.5
     streaming = 92 * MIB + (16_700 - 2_500) * 17.1 * 1024
-    assert schedule.due(int(streaming), 2.0, connections=16_700) is None
+    assert schedule.due(int(streaming), 2.0, streams=16_700) is None
     assert (
-        FullCollectionSchedule(**{**_fields(schedule), "connection_margin": 1.0}).due(
-            int(streaming), 2.0, connections=16_700
+        FullCollectionSchedule(**{**_fields(schedule), "stream_margin": 1.0}).due(
+            int(streaming), 2.0, streams=16_700
         )
         == "growth"
     )  # counted at what they held while opening: due, for no garbage
@@ -86,35 +86,35 @@ def _fields(schedule: FullCollectionSchedule) -> dict[str, object]:
     return {name: getattr(schedule, name) for name in FullCollectionSchedule.__slots__}
 
 
-def test_growth_past_what_the_connections_account_for_still_makes_one_due() -> None:
+def test_growth_past_what_the_streams_account_for_still_makes_one_due() -> None:
     schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0)
-    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_000)
-    # no connection opened since: the growth is all unexplained (50 % now makes one due)
-    assert schedule.due(150 * MIB, 2.0, connections=2_000) == "growth"
-    # connections that closed account for nothing new either
-    assert schedule.due(150 * MIB, 2.0, connections=1_000) == "growth"
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, streams=2_000)
+    # no stream opened since: the growth is all unexplained (50 % now makes one due)
+    assert schedule.due(150 * MIB, 2.0, streams=2_000) == "growth"
+    # streams that closed account for nothing new either
+    assert schedule.due(150 * MIB, 2.0, streams=1_000) == "growth"
 
 
-def test_a_full_collection_that_finds_garbage_forgets_what_a_connection_was_taken_to_hold() -> None:
+def test_a_full_collection_that_finds_garbage_forgets_what_a_stream_was_taken_to_hold() -> None:
     schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0)
-    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_000)
-    schedule.ran(100 * MIB, 2.0, reclaimed=100_000, walked=500_000, connections=2_000)
-    assert schedule.per_connection == 0.0
-    assert schedule.due(125 * MIB, 3.0, connections=4_000) == "growth"
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, streams=2_000)
+    schedule.ran(100 * MIB, 2.0, reclaimed=100_000, walked=500_000, streams=2_000)
+    assert schedule.per_stream == 0.0
+    assert schedule.due(125 * MIB, 3.0, streams=4_000) == "growth"
 
 
-def test_a_full_collection_with_no_connection_opened_keeps_the_last_measure() -> None:
+def test_a_full_collection_with_no_stream_opened_keeps_the_last_measure() -> None:
     schedule = FullCollectionSchedule(baseline=60 * MIB, last=0.0, floor=0)
-    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, connections=2_048)
-    schedule.ran(200 * MIB, 2.0, reclaimed=0, walked=500_000, connections=2_048)
-    assert schedule.per_connection == 20 * 1024
-    assert schedule.connections == 2_048
+    schedule.ran(100 * MIB, 1.0, reclaimed=0, walked=500_000, streams=2_048)
+    schedule.ran(200 * MIB, 2.0, reclaimed=0, walked=500_000, streams=2_048)
+    assert schedule.per_stream == 20 * 1024
+    assert schedule.streams == 2_048
 
 
 _POLICY_IN_A_PROCESS = textwrap.dedent(
     """
     import asyncio, gc, json, weakref
-    from ssegate.engine.collector import FullCollectionSchedule, LongLivedObjects
+    from ssegate.host.collector import FullCollectionSchedule, LongLivedObjects
     from ssegate.telemetry.metrics import Metrics
 
     class Node:
@@ -191,46 +191,46 @@ def test_survivors_are_frozen_and_their_garbage_cycles_wait_for_growth_past_the_
     assert result["threshold_after_close"] == [700, 10, 10]
 
 
-def test_the_policy_reads_the_open_connections_from_the_gauge_the_http_servers_keep() -> None:
+def test_the_policy_reads_the_open_streams_from_the_gauge_the_http_servers_keep() -> None:
     script = textwrap.dedent(
         """
         import asyncio, json
-        from ssegate.engine.collector import FullCollectionSchedule, LongLivedObjects
+        from ssegate.host.collector import FullCollectionSchedule, LongLivedObjects
         from ssegate.telemetry.metrics import Metrics
 
         resident = [100 * 2**20]
         loop = asyncio.new_event_loop()
         metrics = Metrics()
         schedule = FullCollectionSchedule(resident[0], 0.0, floor=0, max_interval=0,
-                                          connection_margin=1.0)
+                                          stream_margin=1.0)
         policy = LongLivedObjects(loop, metrics, resident=lambda: resident[0],
                                   check_seconds=0.01, schedule=schedule)
-        def grow(connections, mib):
-            metrics.gauge("ssegate.connections.active", "http0", connections)
+        def grow(streams, mib):
+            metrics.gauge("http.active.requests", "http0", streams)
             resident[0] += mib * 2**20
             loop.run_until_complete(asyncio.sleep(0.05))
             return policy.full_collections
-        counts = [grow(1_000, 40)]  # +40 %: due, and nothing found: 40 KiB per connection
-        counts.append(grow(4_000, 160))  # all of it the new connections'
+        counts = [grow(1_000, 40)]  # +40 %: due, and nothing found: 40 KiB per stream
+        counts.append(grow(4_000, 160))  # all of it the new streams'
         counts.append(grow(0, 100))  # nothing opened: growth like any other, due
-        counts.append(grow(-5_000, 0))  # every connection closed: memory stays, nothing due
+        counts.append(grow(-5_000, 0))  # every stream closed: memory stays, nothing due
         counts.append(grow(1_000, 500))  # new ones in their place, and more than doubled memory
         policy.close()
-        print(json.dumps([counts, schedule.connections, round(schedule.per_connection)]))
+        print(json.dumps([counts, schedule.streams, round(schedule.per_stream)]))
         """
     )
-    counts, connections, per_connection = _run(script)
+    counts, streams, per_stream = _run(script)
     assert counts == [1, 1, 2, 2, 3]
-    assert connections == 1_000
-    # none of them found garbage, and no connection was opened over 5,000: the last measure
-    assert per_connection == 260 * MIB // 4_000
+    assert streams == 1_000
+    # none of them found garbage, and no stream was opened over 5,000: the last measure
+    assert per_stream == 260 * MIB // 4_000
 
 
 def test_ssegate_gc_python_keeps_cpythons_own_schedule() -> None:
     script = textwrap.dedent(
         """
         import asyncio, gc, json
-        from ssegate.engine.collector import LongLivedObjects
+        from ssegate.host.collector import LongLivedObjects
         from ssegate.telemetry.metrics import Metrics
         policy = LongLivedObjects.install(asyncio.new_event_loop(), Metrics())
         print(json.dumps([policy is None, list(gc.get_threshold()), gc.get_freeze_count()]))
@@ -273,7 +273,7 @@ def test_a_full_collection_that_finds_garbage_sets_the_growth_back_to_a_quarter(
 _BOUNDED_RING = textwrap.dedent(
     """
     import asyncio, collections, gc, json, sys
-    from ssegate.engine.collector import LongLivedObjects
+    from ssegate.host.collector import LongLivedObjects
     from ssegate.telemetry.metrics import Metrics
 
     class Record:  # a cached record: tracked, as a Kafka message is
@@ -334,14 +334,14 @@ def test_the_policy_asks_the_allocator_for_its_free_pages_after_a_mass_disconnec
     script = textwrap.dedent(
         """
         import asyncio, json
-        from ssegate.engine.collector import LongLivedObjects
+        from ssegate.host.collector import LongLivedObjects
         from ssegate.telemetry.metrics import Metrics
 
         loop = asyncio.new_event_loop()
         metrics = Metrics()
         policy = LongLivedObjects(loop, metrics, check_seconds=0.01)
         def connections(delta):
-            metrics.gauge("ssegate.connections.active", "http0", delta)
+            metrics.gauge("http.active.requests", "http0", delta)
             loop.run_until_complete(asyncio.sleep(0.05))
             return policy.pages_returned
         returned = [connections(1_000), connections(-100), connections(-900), connections(0)]
@@ -354,9 +354,7 @@ def test_the_policy_asks_the_allocator_for_its_free_pages_after_a_mass_disconnec
 
 def _page_return_in(environ: dict[str, str]) -> str:
     """The name and result of the collector's page return, in a fresh interpreter."""
-    script = (
-        "from ssegate.engine import collector as c; t = c._RETURN_PAGES; print(t.__name__, t(0))"
-    )
+    script = "from ssegate.host import collector as c; t = c._RETURN_PAGES; print(t.__name__, t(0))"
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=60
     )
