@@ -140,3 +140,14 @@ def test_work_left_waiting_on_a_loop_that_is_gone_does_not_hold_up_the_next_loop
 
     assert asyncio.run(later())  # at once: nothing waits on this loop
     assert done == ["a", "b"] and len(budget) == 0
+
+
+def test_a_budget_of_none_runs_every_piece_of_work_at_once() -> None:
+    async def scenario() -> list[int]:
+        budget = TurnBudget(None)
+        ran: list[int] = []
+        for n in range(1_000):
+            assert budget.run(lambda n=n: ran.append(n))
+        return ran
+
+    assert asyncio.run(scenario()) == list(range(1_000))
