@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ssegate_lab.bench.gateway import GatewayProcess
@@ -22,3 +23,21 @@ def test_a_result_keeps_the_gateways_last_warnings_and_errors_without_librdkafka
         ("2026-11-28 01:00:03,000 WARNING ssegate: kafka.fanout_behind " + "x" * 500)[:70],
     ]
     assert len(gateway.warnings()) == 3
+
+
+def test_a_full_collection_is_counted_in_the_window_its_line_was_read_in() -> None:
+    gateway = GatewayProcess(Path("zilla.yaml"), history=100)
+    gateway._read("2026-11-28 01:00:00,000 INFO ssegate: http.request status=200\n")
+    before = time.monotonic()
+    gateway._read("2026-11-28 01:00:01,000 WARNING ssegate: gateway.gc_full reason=growth "
+                  "pause_ms=86.5 walked=1412939 reclaimed=0\n")  # fmt: skip
+    gateway._read('{"event": "gateway.gc_full", "pause_ms": 1086.0, "reason": "growth"}\n')
+    after = time.monotonic()
+    assert gateway.collections_in(before, after) == {
+        "gc_full_in_window": 2,
+        "gc_longest_full_pause_ms": 1086.0,
+    }
+    assert gateway.collections_in(after + 1, after + 2) == {
+        "gc_full_in_window": 0,
+        "gc_longest_full_pause_ms": 0.0,
+    }

@@ -96,6 +96,7 @@ def test_a_keyed_case_that_misdelivered_skipped_and_came_late_fails_its_target()
         ({"gaps": 4}, "4 gap(s)"),
         ({"late": 2}, "2 late"),
         ({"complete": False}, "the case says it is not complete"),
+        ({"gc_full_in_window": 1}, "1 full collection(s) in the measured window"),
     ],
 )
 def test_each_fault_alone_fails_the_keyed_target(fault: dict[str, Any], words: str) -> None:

@@ -41,8 +41,9 @@ The policy keeps what the collector is for, finding garbage cycles, without the 
   asked to return its free pages (jemalloc's purge, or glibc's ``malloc_trim``), which it would
   otherwise keep resident (:mod:`ssegate.host.allocator`).
 
-Every full collection is a log line (``gateway.gc_full``: its reason, pause, objects walked and
-reclaimed) and a count (``ssegate.gc.full_collections``, label ``reason``), and every collection
+Every full collection is a warning (``gateway.gc_full``: its reason, pause, objects walked and
+reclaimed; it stopped the loop in proportion to what the process holds, and the policy makes it
+rare, so each is worth an operator's eye) and a count (``ssegate.gc.full_collections``, label ``reason``), and every collection
 of any generation an observation of ``ssegate.gc.pause`` (label ``generation``).
 ``SSEGATE_GC=python`` (:data:`ssegate.host.switches.GC`) keeps CPython's own schedule.
 """
@@ -284,7 +285,7 @@ class LongLivedObjects:
         schedule.ran(unbounded, time.monotonic(), reclaimed, walked, self._streams())
         self.full_collections += 1
         self._metrics.inc("ssegate.gc.full_collections", reason=reason)
-        log.event("gateway.gc_full", level=logging.INFO if pause < 0.1 else logging.WARNING,
+        log.event("gateway.gc_full", level=logging.WARNING,
                   reason=reason, pause_ms=round(pause * 1000, 1), walked=walked,
                   reclaimed=reclaimed, unbounded_mib=round(unbounded / 2**20, 1),
                   streams=schedule.streams,

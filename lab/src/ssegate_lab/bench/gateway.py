@@ -9,6 +9,7 @@ from ``/proc``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssegate.host.allocator import jemalloc_mapped
+
+_PAUSE = re.compile(r"pause_ms[=\":\s]+([0-9.]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,9 @@ class GatewayProcess:
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=history)
         """The last ``history`` lines the gateway wrote (stdout and stderr)."""
+        self.full_collections: list[tuple[float, float]] = []
+        """``(time.monotonic(), pause in ms)`` of each full collection a worker logged
+        (``gateway.gc_full``), when its line was read."""
 
     def __enter__(self) -> GatewayProcess:
         self.process = subprocess.Popen(
@@ -119,7 +125,7 @@ class GatewayProcess:
             line = self.process.stdout.readline()
             if not line:
                 break
-            self.output.append(line.rstrip())
+            self._read(line)
             if line.startswith("ssegate: started"):
                 # Keep draining the pipe, or a chatty gateway would block on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()
@@ -130,7 +136,24 @@ class GatewayProcess:
     def _drain(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         for line in self.process.stdout:
-            self.output.append(line.rstrip())
+            self._read(line)
+
+    def _read(self, line: str) -> None:
+        self.output.append(line.rstrip())
+        if "gateway.gc_full" in line:
+            found = _PAUSE.search(line)
+            pause = float(found.group(1)) if found else float("nan")
+            self.full_collections.append((time.monotonic(), pause))
+
+    def collections_in(self, started: float, ended: float) -> dict[str, float | int]:
+        """The full collections logged between two ``time.monotonic()`` instants (a measured
+        window): how many, and the longest pause in ms. Each stopped a worker's loop for the
+        whole of its pause, so a case that had one measured that pause, not the gateway."""
+        pauses = [pause for at, pause in self.full_collections if started <= at <= ended]
+        return {
+            "gc_full_in_window": len(pauses),
+            "gc_longest_full_pause_ms": max(pauses, default=0.0),
+        }
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -131,6 +131,7 @@ def run_kafka(
                     case = _deliver(
                         "ssegate", held, gateway.sample, ports.plain, topic, count, rate,
                         duration, producer, broker, SETTLE_SECONDS, values,
+                        gateway.collections_in,
                     )  # fmt: skip
                     results["cases"].append(case)
                     if peer is not None and count in peer_counts:
@@ -226,7 +227,11 @@ def _deliver(
     broker: BenchBroker,
     settle: float,
     values: StampedValue,
+    collections: Callable[[float, float], dict[str, float | int]] | None = None,
 ) -> dict[str, Any]:
+    """One case: ``count`` streams of ``server`` read ``rate`` messages/s for ``duration`` s.
+    ``collections`` gives the server's full garbage collections in the measured window (a
+    gateway's; a peer has none to report)."""
     rss_before_open = server_sample().rss_bytes
     opened = held.open([sse_request(f"/{topic}", port)] * count, port)
     time.sleep(settle)
@@ -241,6 +246,7 @@ def _deliver(
     busy = machine_busy_seconds() - busy_before
     harness = _harness_cpu() - harness_before
     wall = time.monotonic() - wall_before
+    collected = collections(wall_before, wall_before + wall) if collections else {}
     held.close()
     time.sleep(0.5)
     server_cpu = server_after.cpu_seconds - server_before.cpu_seconds
@@ -285,6 +291,7 @@ def _deliver(
         ),
         "connects_per_s": opened.connects_per_s,
         "errors": opened.errors,
+        **collected,
     }
 
 

@@ -215,6 +215,7 @@ def _case(
             time.sleep(SETTLE_SECONDS)
             misdelivered = sum(client.report().received for client in clients)
         before = gateway.sample()
+        window_started = time.monotonic()
         rss = _RssSamples(gateway, rss_every)
         produced, owed = _produce_keyed(
             producer, topic, rate, duration, keys, count, sequence, shape
@@ -222,6 +223,7 @@ def _case(
         rss.stop()
         time.sleep(DRAIN_SECONDS)
         after = gateway.sample()
+        collections = gateway.collections_in(window_started, time.monotonic())
         deliveries = [client.report() for client in clients]
         for client in clients:
             client.close()
@@ -264,6 +266,7 @@ def _case(
         "gateway_us_per_message": round(gateway_cpu * 1e6 / max(1, produced), 1),
         "gateway_rss_mib": round(after.rss_bytes / 2**20, 1),
         "gateway_warnings": gateway.warnings(),
+        **collections,
         **validity.client_load([d.cpu_seconds for d in deliveries], window),
         **rss.summary(),
     }

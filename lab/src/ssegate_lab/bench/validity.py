@@ -5,7 +5,9 @@ spare, and enough runs (pure).
   events read include any that came twice, so the count that meets what was owed is the
   distinct one: ``missing = expected - (received - duplicates)``. A case is **complete** when
   nothing is missing, duplicated, misdelivered, skipped (a gap) or late, every stream opened and
-  none was closed early, and the case does not say itself that it is not (``complete: false``);
+  none was closed early, no worker made a full garbage collection inside the measured window
+  (``gc_full_in_window``: its pause is what the case would have measured), and the case does
+  not say itself that it is not (``complete: false``);
   :func:`losses` names what broke it. A case that names its missing events ``lost`` (the Kafka
   scenarios) is read the same way.
 - **The load client** (:func:`client_load`): each client process's CPU time over the wall time
@@ -64,6 +66,7 @@ LOSS_COUNTS = (
     ("gaps", "gap(s)"),
     ("late", "late"),
     ("closed_early", "stream(s) closed early"),
+    ("gc_full_in_window", "full collection(s) in the measured window"),
 )
 """Counts of a case that each break it, and the words for them."""
 
