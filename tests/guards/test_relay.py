@@ -29,15 +29,8 @@ import pytest
 from ssegate.contract.guard import Answered
 from ssegate.contract.identity import Identity
 from ssegate.engine.runtime import free_port
-from ssegate.guards.relay import (
-    ANSWER_WAIT,
-    NOT_HELD,
-    STALE_AFTER,
-    AnswerRelay,
-    RelayedAnswer,
-    RelayUnavailable,
-    relay_directory,
-)
+from ssegate.guards.relay import ANSWER_WAIT, NOT_HELD, AnswerRelay, RelayedAnswer
+from ssegate.host.relay_socket import STALE_AFTER, RelayUnavailable, relay_directory
 from ssegate.host.relay_wire import Outcome, Renewal, decode, encode, new_id
 from ssegate.telemetry.metrics import Metrics
 from ssegate.tools.sse_server import ExampleSseServer

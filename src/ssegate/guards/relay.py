@@ -3,9 +3,9 @@
 A browser answers a challenge on a new HTTP/1.1 connection, and when the gateway's ports are
 shared (``start --workers N``, or independent ``start --reuse-port`` processes) the kernel may
 hand that connection to a process other than the one holding the stream. So each such process
-opens an :class:`AnswerRelay`: a Unix datagram socket ``<pid>.sock`` in a directory of its own
-user named after its listening addresses (:func:`relay_directory`), so exactly the processes
-that share those addresses meet, and nothing else is needed.
+opens an :class:`AnswerRelay` on its :class:`~ssegate.host.relay_socket.PeerSocket`, a Unix
+datagram socket in a directory named after its listening addresses, where exactly the processes
+that share those addresses meet.
 
 The process an HTTP/1.1 answer reaches extends its own streams, then sends the answer's token
 (:class:`~ssegate.host.relay_wire.Renewal`) to every other socket of the directory. Each
@@ -20,30 +20,26 @@ Nothing on the channel is trusted: a renewal grants only what its token grants (
 identity could open a stream of its own), a datagram that is not exactly one this module writes
 (:mod:`~ssegate.host.relay_wire`) is dropped and counted in ``ssegate.guard.relay.dropped``
 with one log line per :data:`DROP_LOG_EVERY` seconds, and outcomes count only from the peers a
-renewal was sent to. Memory is bounded: at most :data:`MAX_PENDING` answers wait for replies, a
-renewal goes to at most :data:`MAX_PEERS` peers, at most :data:`MAX_BACKLOG` datagrams wait
-for a peer whose socket queue is full (each for :data:`ANSWER_WAIT` at most), and a wake-up
-reads at most :data:`READS_PER_WAKEUP` datagrams. A socket left by a process that was killed refuses
-datagrams and is removed once it is :data:`STALE_AFTER` seconds old.
+renewal was sent to. Memory is bounded: at most :data:`MAX_PENDING` answers wait for replies,
+and the socket bounds its peers, its backlog (each datagram for :data:`ANSWER_WAIT` at most) and
+its reads per wake-up (:mod:`ssegate.host.relay_socket`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
+import functools
 import os
-import socket
-import stat
-import tempfile
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ssegate.contract.guard import Answered, Guard, RelayedAnswer
 from ssegate.contract.identity import CredentialsRejected, Identity
+from ssegate.guards.streams import NO_CONNECTION
+from ssegate.host.relay_socket import PeerSocket, RelayUnavailable
 from ssegate.host.relay_wire import (
     MAX_DATAGRAM,
     MAX_TOKEN,
@@ -54,62 +50,17 @@ from ssegate.host.relay_wire import (
     encode,
     new_id,
 )
-from ssegate.guards.streams import NO_CONNECTION
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 
 ANSWER_WAIT = 0.5
 """Seconds an answer that extended nothing here waits for the other processes' replies."""
 MAX_PENDING = 8192
-MAX_PEERS = 256
-MAX_BACKLOG = 4096
-"""Datagrams waiting for peers whose socket queue is full (Linux holds 10 per socket by
-default, ``net.unix.max_dgram_qlen``)."""
-FLUSH_EVERY = 0.002
-READS_PER_WAKEUP = 64
-STALE_AFTER = 10.0
 DROP_LOG_EVERY = 10.0
 FINISHED_REMEMBERED = 1024
 """Ids of answers decided lately, so a reply arriving after :data:`ANSWER_WAIT` is told from
 one that answers nothing."""
-SUN_PATH_MAX = 107
 NOT_HELD = "no stream of this identity to extend in any process sharing this address"
-
-
-class RelayUnavailable(Exception):
-    """The relay cannot be opened; the reason says why (the gateway runs on without it)."""
-
-
-def relay_directory(addresses: Iterable[tuple[str, int]], base: Path | None = None) -> Path:
-    """The directory the processes listening on ``addresses`` meet in: under ``base``
-    (``$SSEGATE_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/ssegate``, else ``ssegate-<uid>`` in
-    the temporary directory), named by a digest of the sorted ``host:port`` list."""
-    listed = "\n".join(sorted(f"{host}:{port}" for host, port in addresses))
-    digest = hashlib.sha256(listed.encode()).hexdigest()[:16]
-    return (base or _base_directory()) / digest
-
-
-def _base_directory() -> Path:
-    configured = os.environ.get("SSEGATE_RUNTIME_DIR")
-    if configured:
-        return Path(configured).absolute()
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "ssegate"
-    return Path(tempfile.gettempdir()) / f"ssegate-{os.getuid()}"
-
-
-def _private_directory(path: Path) -> None:
-    """Make ``path`` (0700) or check that it is a directory of this user that only it may use."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        found = os.lstat(path)
-    except OSError as exc:
-        raise RelayUnavailable(f"cannot create {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
-        raise RelayUnavailable(f"{path} is not a directory owned by this user")
-    if found.st_mode & 0o077:
-        raise RelayUnavailable(f"{path} may be used by other users (mode {found.st_mode:o})")
 
 
 class _Pending:
@@ -182,13 +133,8 @@ def share_answers(
 class AnswerRelay:
     """This process's end of the channel among the processes sharing its listening address."""
 
-    def __init__(
-        self, sock: socket.socket, path: Path, guards: Mapping[str, Guard], metrics: Metrics
-    ) -> None:
-        self._sock = sock
-        self.path = path
-        self.directory = path.parent
-        self._inode = os.lstat(path).st_ino
+    def __init__(self, peers: PeerSocket, guards: Mapping[str, Guard], metrics: Metrics) -> None:
+        self._socket = peers
         self._guards = guards
         self._metrics = metrics
         self._pending: dict[str, _Pending] = {}
@@ -196,11 +142,16 @@ class AnswerRelay:
         self._refreshing = 0
         self._quiet_until: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._backlog: dict[str, deque[tuple[float, bytes]]] = {}
-        """Datagrams waiting for a peer whose queue was full, with when they stop being useful."""
-        self._backlog_size = 0
-        self._flushing: asyncio.TimerHandle | None = None
+
+    @property
+    def path(self) -> Path:
+        """This process's socket."""
+        return self._socket.path
+
+    @property
+    def directory(self) -> Path:
+        """Where the processes sharing this address meet."""
+        return self._socket.directory
 
     @classmethod
     def open(
@@ -212,44 +163,16 @@ class AnswerRelay:
         base: Path | None = None,
     ) -> AnswerRelay:
         """Bind this process's socket and start reading it; raises :class:`RelayUnavailable`."""
-        directory = relay_directory(addresses, base)
-        path = directory / f"{os.getpid()}.sock"
-        if len(os.fsencode(path)) > SUN_PATH_MAX:
-            raise RelayUnavailable(
-                f"{path} is longer than a Unix socket path may be; set SSEGATE_RUNTIME_DIR"
-                " to a shorter directory"
-            )
-        _private_directory(directory.parent)
-        _private_directory(directory)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-        sock.setblocking(False)
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)  # left by a killed process that had this pid
-            sock.bind(os.fspath(path))
-        except OSError as exc:
-            sock.close()
-            raise RelayUnavailable(f"cannot bind {path}: {exc.strerror or exc}") from None
-        relay = cls(sock, path, guards, metrics)
-        relay._loop = asyncio.get_running_loop()
-        relay._loop.add_reader(sock.fileno(), relay._readable)
+        unreachable = functools.partial(metrics.inc, "ssegate.guard.relay.unreachable")
+        relay = cls(PeerSocket.bind(addresses, unreachable, base), guards, metrics)
+        relay._socket.start(relay._readable)
         return relay
 
     def close(self) -> None:
         """Stop reading, decide what still waits, and remove this process's socket."""
-        if self._loop is not None:
-            self._loop.remove_reader(self._sock.fileno())
-            self._loop = None
-        if self._flushing is not None:
-            self._flushing.cancel()
-            self._flushing = None
-        self._backlog.clear()
+        self._socket.close()
         for pending in list(self._pending.values()):
             pending.decide()
-        self._sock.close()
-        with contextlib.suppress(OSError):
-            if os.lstat(self.path).st_ino == self._inode:
-                os.unlink(self.path)
 
     # -- the process an answer reached --------------------------------------------------------
 
@@ -262,7 +185,7 @@ class AnswerRelay:
         pending = _Pending(guard, fresh.identity, here, [])
         if here.extended:
             pending.decide()
-        if len(token) > MAX_TOKEN or self._loop is None:  # no other process could be told
+        if len(token) > MAX_TOKEN or not self._socket.open:  # no other process could be told
             pending.decide()
             return pending.decided
         if len(self._pending) >= MAX_PENDING:
@@ -272,7 +195,7 @@ class AnswerRelay:
             return pending.decided
         id_ = new_id()
         datagram = encode(Renewal(id_, guard, token))
-        reached = [peer for peer in self._peers() if self._send(datagram, peer)]
+        reached = [p for p in self._socket.peers() if self._socket.send(datagram, p, ANSWER_WAIT)]
         self._metrics.inc("ssegate.guard.relay.relayed", guard=guard)
         pending.peers = len(reached)
         pending.waiting = set(reached)
@@ -280,79 +203,8 @@ class AnswerRelay:
             self._finish(id_, pending)
             return pending.decided
         self._pending[id_] = pending
-        pending.timer = self._loop.call_later(ANSWER_WAIT, self._give_up, id_)
+        pending.timer = asyncio.get_running_loop().call_later(ANSWER_WAIT, self._give_up, id_)
         return pending.decided
-
-    def _peers(self) -> list[str]:
-        peers: list[str] = []
-        try:
-            with os.scandir(self.directory) as entries:
-                for entry in entries:
-                    if entry.name.endswith(".sock") and entry.path != os.fspath(self.path):
-                        peers.append(entry.path)
-                        if len(peers) >= MAX_PEERS:
-                            break
-        except OSError:
-            return []
-        return peers
-
-    def _send(self, datagram: bytes, peer: str) -> bool:
-        """Send ``datagram`` to ``peer`` now, or queue it while the peer's queue is full (the
-        kernel holds only a few datagrams per socket); ``False`` when it cannot reach it."""
-        if peer not in self._backlog:
-            try:
-                self._sock.sendto(datagram, peer)
-                return True
-            except BlockingIOError:
-                pass
-            except ConnectionRefusedError:
-                self._remove_stale(peer)
-                return self._unreachable()
-            except OSError:
-                return self._unreachable()
-        if self._backlog_size >= MAX_BACKLOG or self._loop is None:
-            return self._unreachable()
-        deadline = time.monotonic() + ANSWER_WAIT
-        self._backlog.setdefault(peer, deque()).append((deadline, datagram))
-        self._backlog_size += 1
-        if self._flushing is None:
-            self._flushing = self._loop.call_later(FLUSH_EVERY, self._flush)
-        return True
-
-    def _flush(self) -> None:
-        """Send what waits for peers whose queues were full; what waited too long is lost."""
-        self._flushing = None
-        now = time.monotonic()
-        for peer, queued in list(self._backlog.items()):
-            while queued:
-                deadline, datagram = queued[0]
-                if deadline >= now:
-                    try:
-                        self._sock.sendto(datagram, peer)
-                    except BlockingIOError:
-                        break
-                    except OSError:
-                        deadline = now - 1  # gone: what waits for it is lost
-                if deadline < now:
-                    self._unreachable()
-                queued.popleft()
-                self._backlog_size -= 1
-            if not queued:
-                del self._backlog[peer]
-        if self._backlog and self._loop is not None:
-            self._flushing = self._loop.call_later(FLUSH_EVERY, self._flush)
-
-    def _unreachable(self) -> bool:
-        self._metrics.inc("ssegate.guard.relay.unreachable")
-        return False
-
-    def _remove_stale(self, peer: str) -> None:
-        """A socket nobody reads: its process was killed. Removed once old enough that it cannot
-        be one a starting process has just bound."""
-        with contextlib.suppress(OSError):
-            if time.time() - os.lstat(peer).st_mtime > STALE_AFTER:
-                os.unlink(peer)
-                log.event("guard.relay_stale_removed", path=peer, pid=os.getpid())
 
     def _outcome(self, outcome: Outcome, sender: str) -> None:
         pending = self._pending.get(outcome.id)
@@ -406,13 +258,7 @@ class AnswerRelay:
     # -- the other processes ------------------------------------------------------------------
 
     def _readable(self) -> None:
-        for _ in range(READS_PER_WAKEUP):
-            try:
-                data, sender = self._sock.recvfrom(MAX_DATAGRAM + 1)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                return
+        for data, sender in self._socket.received(MAX_DATAGRAM + 1):
             try:
                 self._received(data, sender)
             except Exception as exc:  # a guard failing other than by refusing, say
@@ -424,9 +270,10 @@ class AnswerRelay:
                 )
 
     def _received(self, data: bytes, sender: object) -> None:
-        if not isinstance(sender, str) or not sender or Path(sender).parent != self.directory:
+        if not self._socket.is_peer(sender):
             self._drop("foreign_sender", str(sender)[:120])
             return
+        assert isinstance(sender, str)
         try:
             message = decode(data)
         except MalformedDatagram as exc:
@@ -450,7 +297,7 @@ class AnswerRelay:
 
                 def refreshed(_: object) -> None:
                     self._refreshing -= 1
-                    if self._loop is not None:
+                    if self._socket.open:
                         self._renewal(renewal, sender, may_wait=False)
 
                 waiting.add_done_callback(refreshed)
@@ -492,7 +339,7 @@ class AnswerRelay:
         )
 
     def _reply(self, outcome: Outcome, sender: str) -> None:
-        self._send(encode(outcome), sender)
+        self._socket.send(encode(outcome), sender, ANSWER_WAIT)
 
     def _drop(self, reason: str, sender: str) -> None:
         self._metrics.inc("ssegate.guard.relay.dropped", reason=reason)
