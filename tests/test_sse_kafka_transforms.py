@@ -15,14 +15,14 @@ import json
 import uuid
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+from tests.support.sse_reads import read_events as read
 
 from ssegate.engine.runtime import free_port
-from ssegate.sse_codec.parser import SseEvent, SseParser
+from ssegate.sse_codec.parser import SseEvent
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.broker import BrokerInfo
 from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
@@ -133,25 +133,6 @@ def gateway(
     config.write_text(CONFIG.format(port=port, topic=topic, bootstrap=kafka_broker.bootstrap))
     with GatewayProcess(config) as process:
         yield port, topic, process
-
-
-async def read(port: int, path: str, owed: int, last_id: str = "") -> list[SseEvent]:
-    """The first ``owed`` events of ``path`` (from ``last_id``), within a generous deadline."""
-    events: list[SseEvent] = []
-    headers = {"accept": "text/event-stream"}
-    if last_id:
-        headers["last-event-id"] = last_id
-    parser = SseParser(last_event_id=last_id)
-    async with httpx.AsyncClient(timeout=30) as client:
-        url = f"http://127.0.0.1:{port}{path}"
-        async with client.stream("GET", url, headers=headers) as response:
-            assert response.status_code == 200, await response.aread()
-            async with asyncio.timeout(60):
-                async for chunk in response.aiter_raw():
-                    events += [e for e in parser.feed(chunk) if isinstance(e, SseEvent)]
-                    if len(events) >= owed:
-                        break
-    return events[:owed]  # a chunk may carry more: those are read again from the last id
 
 
 def numbers(events: list[SseEvent]) -> list[int]:

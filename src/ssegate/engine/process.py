@@ -29,9 +29,9 @@ from pathlib import Path
 
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Config
+from ssegate.engine.runtime import Runtime
 from ssegate.host import allocator, worker_links
 from ssegate.host.collector import LongLivedObjects
-from ssegate.engine.runtime import Runtime
 from ssegate.host.worker_links import WorkerLink
 from ssegate.telemetry import log
 

@@ -43,8 +43,9 @@ The policy keeps what the collector is for, finding garbage cycles, without the 
 
 Every full collection is a warning (``gateway.gc_full``: its reason, pause, objects walked and
 reclaimed; it stopped the loop in proportion to what the process holds, and the policy makes it
-rare, so each is worth an operator's eye) and a count (``ssegate.gc.full_collections``, label ``reason``), and every collection
-of any generation an observation of ``ssegate.gc.pause`` (label ``generation``).
+rare, so each is worth an operator's eye) and a count (``ssegate.gc.full_collections``, label
+``reason``), and every collection of any generation an observation of ``ssegate.gc.pause``
+(label ``generation``).
 ``SSEGATE_GC=python`` (:data:`ssegate.host.switches.GC`) keeps CPython's own schedule.
 """
 

@@ -55,10 +55,10 @@ from ssegate.contract.exchange import (
 from ssegate.contract.guard import Answered, Guard, RelayedAnswer
 from ssegate.contract.identity import CredentialsRejected, Identity
 from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.guards import Refusal, answer_refusal, check_guarded
 from ssegate.guards.credentials import CredentialsLookup
 from ssegate.guards.streams import is_challenge_answer
+from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 

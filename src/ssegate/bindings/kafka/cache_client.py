@@ -7,6 +7,10 @@ are built once at start-up and used twice: handed to that cache server as messag
 once per message, in the fetch thread), and kept here as the topic's value view
 (:meth:`KafkaCacheClient.value_text`: how a valid value becomes SSE event text, e.g. an ``avro``
 record with ``view: json`` as JSON text).
+
+It also answers where a time falls in a topic (:class:`~ssegate.kafka.times.TopicTimes`, the
+``since`` of an sse-kafka stream) through a :class:`~.time_index.TimeIndex` on the cache
+server's Kafka client: a short-lived consumer per lookup, off the loop.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ssegate.bindings.kafka.cache_server import KafkaCacheServer
+from ssegate.bindings.kafka.time_index import TimeIndex
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.engine.context import BuildContext, ExitKind
+from ssegate.kafka.times import PartitionTime
 from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription
 from ssegate.models.topics import TopicModels, ValueView
 
@@ -28,6 +34,8 @@ class KafkaCacheClient:
     server: KafkaCacheServer
     value_views: dict[str, ValueView] = field(default_factory=dict)
     """Topic name → its value model's view; topics without a ``value`` model are absent."""
+    times: TimeIndex | None = None
+    """Where times fall in topics (``since``); ``None``: on the server's client, when asked."""
 
     def subscribe(
         self,
@@ -45,8 +53,16 @@ class KafkaCacheClient:
         the topic names no ``value`` model (the value is then sent as UTF-8 text)."""
         return self.value_views.get(topic)
 
+    async def offsets_for_time(self, topic: str, time_ms: int) -> Mapping[int, PartitionTime]:
+        """See :meth:`ssegate.kafka.times.TopicTimes.offsets_for_time`."""
+        if self.times is None:
+            self.times = TimeIndex(self.server.client)
+        return await self.times.offsets_for_time(topic, time_ms)
+
     def close(self) -> None:
-        """Nothing of its own to stop: the cache server it exits to owns the fetch thread."""
+        """Stop the time lookups' threads; the cache server it exits to owns the fetch thread."""
+        if self.times is not None:
+            self.times.close()
 
 
 CACHE_SERVER: ExitKind[KafkaCacheServer] = ExitKind(KafkaCacheServer, "a kafka cache_server")

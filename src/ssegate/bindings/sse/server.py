@@ -84,11 +84,11 @@ from ssegate.contract.exchange import DirectSocket, Request, ResponseStream, sim
 from ssegate.contract.guard import Guard
 from ssegate.contract.identity import Identity
 from ssegate.engine.context import BuildContext
-from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.guards import answer_refusal
 from ssegate.guards.guard import keep_authorized
 from ssegate.guards.guarded import Guarded
 from ssegate.guards.streams import StreamAuthorization
+from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.sse_codec.encoder import encode_comment, encode_event, encode_retry
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics

@@ -14,7 +14,15 @@ Answers before the stream starts:
 - no route for the path → **404**; a guard refuses → **401**/**403**;
 - a last event id that is not an sse-kafka id → **400** with the reason (Zilla silently
   replays the whole topic instead); the sse server already refuses ids over 254 bytes;
-- a topic that does not exist, or a rendered topic name Kafka cannot have → **404**.
+- a ``since`` query parameter that is not a time (:mod:`~.since`) → **400** with the reason
+  (``ssegate.sse_kafka.bad_since``), whether or not a last event id comes with it;
+- a topic that does not exist, or a rendered topic name Kafka cannot have → **404**;
+- a ``since`` the broker's time index does not answer in time → **503**
+  (:mod:`~.timed_start`).
+
+``?since=<time>`` (an ssegate extension) starts each partition at its first record at or after
+the time, through the same start offsets a last event id gives; a last event id wins over it.
+A time in the future starts every partition live.
 
 The events' ``data:`` is the topic's value view when the exit has one
 (:meth:`KafkaTopics.value_text`, asked once per subscription): e.g. an ``avro`` value with
@@ -30,6 +38,8 @@ the topic unset there); a route without ``with`` and without ``{topic}`` is a co
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,9 +52,11 @@ from ssegate.bindings.sse_kafka.event_id import (
     ProgressEncoder,
     progress_of_last_event_id,
 )
-from ssegate.bindings.sse_kafka.filters import FilterTemplate
+from ssegate.bindings.sse_kafka.filters import FilterTemplate, MessageFilter
 from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
+from ssegate.bindings.sse_kafka.since import Since, SinceError, SinceStart, since_of
 from ssegate.bindings.sse_kafka.subscriber import SubscriberStats, TopicSubscriber
+from ssegate.bindings.sse_kafka.timed_start import TimedStart
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
 from ssegate.contract.exchange import Request
@@ -52,7 +64,8 @@ from ssegate.contract.guard import Guard
 from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.templates import MissingTemplateValue, Template
 from ssegate.guards.guarded import Guarded
-from ssegate.kafka.topics import TopicSource, UnknownTopic
+from ssegate.kafka.times import TopicTimes
+from ssegate.kafka.topics import DefaultOffset, TopicSource, UnknownTopic
 from ssegate.models.topics import ValueView
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
@@ -155,6 +168,11 @@ class SseKafkaProxy:
                 self.metrics.inc("ssegate.sse_kafka.bad_last_event_ids", self.name)
                 return self._refuse(sink, 400, f"last event id: {exc.reason}", request)
         try:
+            since = since_of(request.query, int(time.time() * 1000))
+        except SinceError as exc:
+            self.metrics.inc("ssegate.sse_kafka.bad_since", self.name)
+            return self._refuse(sink, 400, f"since: {exc.reason}", request)
+        try:
             topic = route.topic.render(params, request.identities)
             message_filter = (
                 None if route.filters is None else route.filters.render(params, request.identities)
@@ -163,6 +181,61 @@ class SseKafkaProxy:
             return self._refuse(sink, 403, str(exc), request)
         if not _TOPIC_NAME.fullmatch(topic):
             return self._refuse(sink, 404, f"'{topic}' is not a Kafka topic name", request)
+        if since is not None and last_event_id is None:
+            return self._since(route, topic, message_filter, since, request, sink)
+        return self._start(route, topic, message_filter, start, request, sink)
+
+    def _since(
+        self,
+        route: SseKafkaRoute,
+        topic: str,
+        message_filter: MessageFilter | None,
+        since: Since,
+        request: Request,
+        sink: SseSink,
+    ) -> Subscription:
+        """Start from where ``since`` falls in each partition, once the broker says."""
+        if since.future:
+            return self._start(
+                route, topic, message_filter, {}, request, sink, default="live", since=since
+            )
+        source = route.source
+        if not isinstance(source, TopicTimes):
+            return self._refuse(sink, 501, "since: this route's exit cannot look times up", request)
+
+        def begin(plan: SinceStart) -> Subscription:
+            return self._start(route, topic, message_filter, plan.start, request, sink,
+                               since=since, before_retention=plan.before_retention)  # fmt: skip
+
+        def refuse(status: int, reason: str) -> None:
+            if status == 503:
+                self.metrics.inc("ssegate.sse_kafka.since_lookups_failed", self.name)
+            self._refuse(sink, status, reason, request)
+
+        return TimedStart(
+            lambda: source.offsets_for_time(topic, since.time_ms),
+            topic=topic,
+            begin=begin,
+            refuse=refuse,
+            binding=self.name,
+        )
+
+    def _start(
+        self,
+        route: SseKafkaRoute,
+        topic: str,
+        message_filter: MessageFilter | None,
+        start: dict[int, int],
+        request: Request,
+        sink: SseSink,
+        *,
+        default: DefaultOffset | None = None,
+        since: Since | None = None,
+        before_retention: Mapping[int, int] | None = None,
+    ) -> Subscription:
+        """Subscribe ``sink`` to ``topic`` from ``start`` (partition → next offset); a
+        ``since`` that falls before the retention of ``before_retention``'s partitions (→ their
+        earliest offset) is said first, before any record."""
         subscriber = TopicSubscriber(
             sink,
             topic=topic,
@@ -178,8 +251,11 @@ class SseKafkaProxy:
             cohorts=self.cohorts,
             source=route.source,
         )
+        if since is not None:
+            for partition, earliest in (before_retention or {}).items():
+                subscriber.on_time_reset(partition, since.time_ms, earliest)
         try:
-            subscription = route.source.subscribe(topic, start, subscriber)
+            subscription = route.source.subscribe(topic, start, subscriber, default=default)
         except UnknownTopic:
             subscriber.cancel()
             return self._refuse(sink, 404, f"topic '{topic}' does not exist", request)
@@ -195,6 +271,7 @@ class SseKafkaProxy:
             topic=topic,
             remote=request.remote,
             resumed=len(start),
+            **({} if since is None else {"since": since.time_ms}),
         )
         return subscriber
 

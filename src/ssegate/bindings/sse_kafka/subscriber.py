@@ -44,7 +44,8 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   the progress the same way, and only the keep-alive carries it past them.
 - A requested offset below the log start (retention) starts the partition at the earliest
   offset and says so: ``event:reset`` with ``data:{"partition":P,"requested":R,"earliest":E}``
-  and the new id, before the messages that follow.
+  and the new id, before the messages that follow. A ``since`` time at or before the oldest
+  record retention left is said the same way, ``since`` (ms) in place of ``requested``.
 - Nothing is queued here. Bytes go straight to the sink, whose stream closes a client that
   falls more than ``max-buffered`` behind; the client reconnects with its last id and resumes.
   A subscriber that finds its sink closed cancels its topic subscription.
@@ -277,6 +278,14 @@ class TopicSubscriber:
             self._passed_over()
 
     def on_reset(self, partition: int, requested: int, earliest: int) -> None:
+        self._reset(partition, earliest, "requested", requested)
+
+    def on_time_reset(self, partition: int, since: int, earliest: int) -> None:
+        """The stream's ``since`` falls at or before ``partition``'s oldest record left after
+        retention: the same ``event:reset``, with ``since`` (ms) in place of ``requested``."""
+        self._reset(partition, earliest, "since", since)
+
+    def _reset(self, partition: int, earliest: int, asked: str, value: int) -> None:
         if self._gone():
             return
         self.progress.advance(partition, earliest)
@@ -285,14 +294,13 @@ class TopicSubscriber:
             binding=self.binding,
             topic=self.topic,
             partition=partition,
-            requested=requested,
             earliest=earliest,
+            **{asked: value},
         )
         self.metrics.inc("ssegate.sse_kafka.resets", self.binding)
         self.stats.resets += 1
         data = json.dumps(
-            {"partition": partition, "requested": requested, "earliest": earliest},
-            separators=(",", ":"),
+            {"partition": partition, asked: value, "earliest": earliest}, separators=(",", ":")
         )
         self._write_id(data, event="reset")
 
