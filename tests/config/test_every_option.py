@@ -34,6 +34,8 @@ from ssegate.config.model import Binding, Component, Route
 from ssegate.config.unsupported import refuse_unsupported, refuse_unsupported_component
 from ssegate.config.validate import schema
 
+from ..quotas.option_table import quota_options
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -258,6 +260,7 @@ def _sse_options(kind: str) -> dict[str, Applied | Refused]:
         else "tests/bindings/sse/test_client.py::"
         "test_reconnect_delays_start_at_the_floor_double_and_stop_at_the_cap"
     )
+    table.update(quota_options(server, Applied, Refused, SSE_SERVER_ONLY))
     return {f"bindings.sse.{kind}.options.{name}": entry for name, entry in table.items()}
 
 

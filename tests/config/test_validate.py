@@ -60,7 +60,8 @@ def test_misspelt_option_is_rejected_with_a_suggestion() -> None:
     text = "name: x\nbindings:\n  s: {type: sse, kind: server, options: {retyr: 10}}\n"
     assert errors_of(text) == [
         "bindings.s.options.retyr: 'retyr' is not allowed here; did you mean 'retry'? "
-        "(allowed: retry, requests, keepalive, initial-comment, max-buffered, slow-client-timeout)"
+        "(allowed: retry, requests, keepalive, initial-comment, max-buffered, slow-client-timeout,"
+        " x-ssegate-quotas)"
     ]
 
 

@@ -81,6 +81,7 @@ BINDING_OPTIONS: Mapping[tuple[str, str], Mapping[str, str]] = {
         "initial-comment": _SERVER_ONLY,
         "max-buffered": _SERVER_ONLY,
         "slow-client-timeout": _SERVER_ONLY,
+        "x-ssegate-quotas": _SERVER_ONLY,
     },
     ("asyncapi", "server"): {
         "kafka": _UNUSED_HERE.format("server", "its streams come from its exit"),

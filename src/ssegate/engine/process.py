@@ -33,6 +33,7 @@ from ssegate.engine.runtime import Runtime
 from ssegate.host import allocator, worker_links
 from ssegate.host.collector import LongLivedObjects
 from ssegate.host.worker_links import WorkerLink
+from ssegate.quotas import shared as quotas
 from ssegate.telemetry import log
 
 DRAIN_SECONDS = 3.0
@@ -150,6 +151,7 @@ async def _worker_main(
 def _supervise(config: Config, workers: int, on_ready: Callable[[Runtime], None] | None) -> int:
     children: list[int] = []
     links = worker_links.plan(config, workers)
+    quotas.prepare(config)  # x-ssegate-quotas: counts every worker shares, made before the fork
     for index in range(workers):
         pid = os.fork()
         if pid == 0:  # the worker

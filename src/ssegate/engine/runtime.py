@@ -58,7 +58,7 @@ FACTORIES: dict[tuple[str, str], str] = {
     ("http", "client"): "ssegate.bindings.http.client:build",
     ("http-filesystem", "proxy"): "ssegate.bindings.http_filesystem.proxy:build",
     ("filesystem", "server"): "ssegate.bindings.filesystem.server:build",
-    ("sse", "server"): "ssegate.bindings.sse.server:build",
+    ("sse", "server"): "ssegate.bindings.sse.quota_gate:build",  # the server, behind its quotas
     ("sse", "client"): "ssegate.bindings.sse.client:build",
     ("kafka", "client"): "ssegate.bindings.kafka.client:build",
     ("kafka", "cache_server"): "ssegate.bindings.kafka.cache_server:build",
