@@ -52,6 +52,7 @@ from ssegate.host.relay_wire import (
 )
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
+from ssegate.telemetry.quiet_log import QuietLog
 
 ANSWER_WAIT = 0.5
 """Seconds an answer that extended nothing here waits for the other processes' replies."""
@@ -140,8 +141,7 @@ class AnswerRelay:
         self._pending: dict[str, _Pending] = {}
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._refreshing = 0
-        self._quiet_until: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
+        self._quiet = QuietLog(DROP_LOG_EVERY)
 
     @property
     def path(self) -> Path:
@@ -348,9 +348,4 @@ class AnswerRelay:
     def _quietly(self, event: str, key: str, **fields: Any) -> None:
         """Log ``event`` at most once per :data:`DROP_LOG_EVERY` seconds per ``key``, saying how
         many were not logged since."""
-        now = time.monotonic()
-        if now < self._quiet_until.get(key, 0.0):
-            self._suppressed[key] = self._suppressed.get(key, 0) + 1
-            return
-        self._quiet_until[key] = now + DROP_LOG_EVERY
-        log.warning(event, **fields, unlogged=self._suppressed.pop(key, 0), pid=os.getpid())
+        self._quiet.warning(event, key, **fields, pid=os.getpid())
