@@ -777,6 +777,13 @@ TABLE: dict[str, Applied | Refused] = {
     "telemetry.exporters.otlp.options.endpoint.location": Applied(
         OTLP + "test_a_location_that_is_not_an_http_url_is_refused_naming_it"
     ),
+    **{
+        f"telemetry.exporters.otlp.options{name}": Applied(
+            "tests/telemetry/test_delivery_traces.py::"
+            "test_a_record_with_traceparent_is_delivered_under_its_producers_span_stage_by_stage"
+        )
+        for name in (".traces", ".traces.sampling", ".endpoint.overrides.traces")
+    },
     "telemetry.attributes": Applied(
         "tests/telemetry/test_stdout_exporter.py::test_telemetry_attributes_ride_on_every_line"
     ),

@@ -68,11 +68,54 @@ def test_an_override_that_is_neither_a_path_nor_a_url_is_refused_naming_it() -> 
     )
 
 
-def test_the_schema_refuses_the_traces_signal_which_ssegate_has_none_of() -> None:
-    exporter = {"type": "otlp", "options": {"signals": ["traces"], "endpoint": {"location": "x"}}}
+def test_traces_are_sent_when_named_sampling_one_percent_of_records_unless_told() -> None:
+    found = options_of(signals=["traces"], endpoint={"location": "http://collector:4318"})
+    assert dict(found.urls) == {"traces": "http://collector:4318/v1/traces"}
+    assert found.sampling == 0.01
+    chosen = options_of(
+        signals=["metrics", "traces"],
+        traces={"sampling": 0.25},
+        endpoint={"location": "http://c:4318", "overrides": {"traces": "/otlp/spans"}},
+    )
+    assert (chosen.urls["traces"], chosen.sampling) == ("http://c:4318/otlp/spans", 0.25)
+    assert options_of(endpoint={"location": "http://c:4318"}).sampling == 0.0
+
+
+def test_a_traces_option_without_the_traces_signal_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError) as refused:
+        options_of(traces={"sampling": 0.5}, endpoint={"location": "http://c:4318"})
+    assert str(refused.value) == (
+        "telemetry.exporters.otlp0.options.traces: traces are not among this exporter's signals"
+    )
+
+
+@pytest.mark.parametrize("sampling", [1.5, -0.1, "often"])
+def test_the_schema_refuses_a_sampling_outside_zero_to_one_naming_it(sampling: object) -> None:
+    exporter = {
+        "type": "otlp",
+        "options": {
+            "signals": ["traces"],
+            "traces": {"sampling": sampling},
+            "endpoint": {"location": "http://c:4318"},
+        },
+    }
     errors = schema_errors(bindings={}, telemetry={"exporters": {"otlp0": exporter}})
     assert len(errors) == 1
-    assert errors[0].startswith("telemetry.exporters.otlp0.options.signals[0]: 'traces'")
+    assert errors[0].startswith("telemetry.exporters.otlp0.options.traces.sampling: ")
+
+
+def test_validate_refuses_a_bad_sampling_with_its_yaml_path(tmp_path: Path) -> None:
+    config = tmp_path / "zilla.yaml"
+    config.write_text(
+        "name: x\nbindings: {}\ntelemetry:\n  exporters:\n    otlp0:\n      type: otlp\n"
+        "      options:\n        signals: [traces]\n        traces: {sampling: 2}\n"
+        "        endpoint: {location: 'http://c:4318'}\n"
+    )
+    command = [sys.executable, "-m", "ssegate", "validate", "-c", str(config)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "telemetry.exporters.otlp0.options.traces.sampling" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_validate_reports_a_bad_location_as_start_would(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from ssegate.engine.listeners import (
     TcpListening,
     TlsTermination,
 )
-from ssegate.telemetry import log
+from ssegate.telemetry import log, scaling
 from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.selection import MetricSelection
 
@@ -120,6 +120,7 @@ class Runtime:
         self._config = config
         self._links = dict(links or {})
         self._metrics = metrics or Metrics()
+        scaling.install(self._metrics)
         self._built: dict[str, object] = {}
         self._building: set[str] = set()
         self._vaults: dict[str, Vault] = {}

@@ -3,16 +3,22 @@
 Zilla's names are used where Zilla has one (``stream.opens.received``, ``http.duration``);
 ssegate's own carry the ``ssegate.`` prefix. Recording is a dict lookup and an add: cheap enough
 for the hot path: the series key of a call without extra labels is built once and cached.
-Exporters read :meth:`Metrics.snapshot`.
+Exporters read :meth:`Metrics.items`.
+
+A gauge whose value is cheaper to read than to keep up to date (a queue's length, a lag) is
+*sampled* instead: :meth:`Metrics.sample` registers a function that :meth:`Metrics.items` calls
+once per export (a scrape, an OTLP post) for that gauge's series; nothing runs per event.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 Labels = tuple[tuple[str, str], ...]
+Sampler = Callable[[], Iterable[tuple[Mapping[str, str], float]]]
+"""What a sampled gauge reads when exported: ``(labels, value)`` for each of its series."""
 
 # Histogram buckets in seconds (durations) or bytes (sizes): a handful, log-spaced.
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
@@ -47,6 +53,21 @@ class Metrics:
         self.histograms: dict[tuple[str, Labels], Histogram] = {}
         self._keys: dict[tuple[str, str], tuple[str, Labels]] = {}
         """``(name, binding)`` → series key, for the calls without extra labels (the hot path)."""
+        self._samplers: dict[tuple[str, str], Sampler] = {}
+        """``(name, binding)`` → the function read for that sampled gauge's series."""
+
+    def sample(self, name: str, read: Sampler, binding: str = "") -> None:
+        """Gauge ``name`` (of ``binding``) is read from ``read`` at each export; a later call
+        for the same name and binding replaces the earlier one."""
+        self._samplers[(name, binding)] = read
+
+    def sampled(self) -> dict[tuple[str, Labels], float]:
+        """Every sampled gauge series, read now."""
+        found: dict[tuple[str, Labels], float] = {}
+        for (name, binding), read in list(self._samplers.items()):
+            for labels, value in read():
+                found[(name, _labels(binding, dict(labels)))] = float(value)
+        return found
 
     def _key(self, name: str, binding: str, labels: dict[str, str]) -> tuple[str, Labels]:
         if labels:
@@ -91,7 +112,11 @@ class Metrics:
         return self.counters.get((name, _labels(binding, labels)), 0.0)
 
     def gauge_value(self, name: str, binding: str = "", **labels: str) -> float:
-        return self.gauges.get((name, _labels(binding, labels)), 0.0)
+        """The current value of a gauge, kept or sampled (0 when it has no such series)."""
+        key = (name, _labels(binding, labels))
+        if key in self.gauges:
+            return self.gauges[key]
+        return self.sampled().get(key, 0.0) if self._samplers else 0.0
 
     def total(self, name: str) -> float:
         """A counter summed over every binding and label."""
@@ -105,7 +130,8 @@ class Metrics:
         """``(kind, name, labels, value)`` for every series; kind is counter, gauge, histogram."""
         for (name, labels), value in sorted(self.counters.items()):
             yield "counter", name, labels, value
-        for (name, labels), value in sorted(self.gauges.items()):
+        gauges = {**self.gauges, **self.sampled()} if self._samplers else self.gauges
+        for (name, labels), value in sorted(gauges.items()):
             yield "gauge", name, labels, value
         for (name, labels), hist in sorted(self.histograms.items(), key=lambda kv: kv[0]):
             yield "histogram", name, labels, hist

@@ -2,10 +2,12 @@
 OTLP/HTTP (protobuf), every ``options.interval`` seconds.
 
 :func:`otlp_options` reads the options (``validate`` runs it too): ``interval`` (seconds, 30 by
-default), ``signals`` (``metrics`` and ``logs``, both by default; the schema refuses ``traces``,
-which ssegate has none of), ``endpoint.location`` (an ``http://`` or ``https://`` URL) and
-``endpoint.overrides`` (each signal's path, ``/v1/metrics`` and ``/v1/logs`` by default,
-resolved against the location as a link is: a path replaces the location's path).
+default), ``signals`` (``metrics`` and ``logs`` by default; ``traces`` too when named),
+``traces.sampling`` (the share of Kafka records whose delivery is traced, :mod:`~.traces`;
+:data:`~.traces.DEFAULT_SAMPLING` by default, refused unless ``traces`` is a signal),
+``endpoint.location`` (an ``http://`` or ``https://`` URL) and ``endpoint.overrides`` (each
+signal's path, ``/v1/metrics``, ``/v1/logs`` and ``/v1/traces`` by default, resolved against
+the location as a link is: a path replaces the location's path).
 
 :class:`OtlpExporter` is the asyncio edge. The log events it sends are those the ``ssegate``
 logger passes on (``--log-level``: warnings and errors by default), caught by a logging handler
@@ -17,7 +19,10 @@ interval starts when that export has ended. A collector that is down or slow cos
 a failed post (counted in ``ssegate.otlp.exports.failed{exporter,signal,reason}``), the log
 events of that export and those the full buffer refused (``ssegate.otlp.log_records.dropped``),
 and at most one warning line per interval; never a blocked loop or a growing queue. Metrics are
-cumulative, so the next export that arrives carries what a failed one would have.
+cumulative, so the next export that arrives carries what a failed one would have. Traced
+deliveries wait in a bounded :class:`~.traces.SpanBuffer` the same way (drops, and the spans of
+a failed export, counted in ``ssegate.otlp.deliveries.dropped``) and become spans at export time
+(:mod:`~.otlp_traces`).
 """
 
 from __future__ import annotations
@@ -46,10 +51,13 @@ from ssegate.telemetry.otlp_messages import (
     metrics_request,
     resource,
 )
+from ssegate.telemetry.otlp_traces import traces_request
 from ssegate.telemetry.selection import MetricSelection
+from ssegate.telemetry.traces import DEFAULT_SAMPLING, DELIVERY, SpanBuffer
 
 DEFAULT_INTERVAL = 30.0
-DEFAULT_PATHS = {"metrics": "/v1/metrics", "logs": "/v1/logs"}
+DEFAULT_PATHS = {"metrics": "/v1/metrics", "logs": "/v1/logs", "traces": "/v1/traces"}
+DEFAULT_SIGNALS = ("metrics", "logs")
 LOG_BUFFER_CAPACITY = 4096
 """Log events held for the next export; more are dropped and counted."""
 EXPORT_TIMEOUT = 10.0
@@ -65,7 +73,9 @@ class OtlpOptions:
 
     interval: float
     urls: Mapping[str, str]
-    """Signal (``metrics``, ``logs``) → the URL its requests are posted to."""
+    """Signal (``metrics``, ``logs``, ``traces``) → the URL its requests are posted to."""
+    sampling: float = 0.0
+    """The share of records whose delivery is traced (0 unless ``traces`` is a signal)."""
 
 
 def otlp_options(component: Component) -> OtlpOptions:
@@ -81,7 +91,7 @@ def otlp_options(component: Component) -> OtlpOptions:
         )
     overrides = endpoint.get("overrides") or {}
     urls = {}
-    for signal in options.get("signals", list(DEFAULT_PATHS)):
+    for signal in options.get("signals", DEFAULT_SIGNALS):
         path = str(overrides.get(signal, DEFAULT_PATHS[signal]))
         if not (path.startswith("/") or _is_http_url(path)):
             raise ConfigError(
@@ -89,7 +99,11 @@ def otlp_options(component: Component) -> OtlpOptions:
                 f"'{path}' is neither a path starting with / nor an http:// or https:// URL",
             )
         urls[signal] = urljoin(location, path)
-    return OtlpOptions(interval, urls)
+    traces = options.get("traces")
+    if traces is not None and "traces" not in urls:
+        raise ConfigError(f"{where}.traces", "traces are not among this exporter's signals")
+    sampling = float((traces or {}).get("sampling", DEFAULT_SAMPLING))  # the schema: 0..1
+    return OtlpOptions(interval, urls, sampling if "traces" in urls else 0.0)
 
 
 def _is_http_url(text: str) -> bool:
@@ -171,6 +185,8 @@ class OtlpExporter:
         self._resource = resource(attributes or {}, os.getpid())
         self._start_ns = time.time_ns()
         self._capture: LogEventCapture | None = None
+        self.spans: SpanBuffer | None = None
+        """Traced deliveries waiting for the next export (when ``traces`` is a signal)."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -179,6 +195,8 @@ class OtlpExporter:
             self._capture = LogEventCapture(self.buffer)
             log.logger.addHandler(self._capture)
             log.add_stdout_sink(self._capture.event)
+        if "traces" in self.options.urls and self.options.sampling > 0:
+            self.spans = DELIVERY.attach(self.options.sampling, self.metrics)
         self._task = asyncio.get_running_loop().create_task(self._every_interval())
 
     async def _every_interval(self) -> None:
@@ -205,6 +223,11 @@ class OtlpExporter:
         if logs_url is not None and events:
             body = logs_request(events, self._resource).SerializeToString()
             requests.append(("logs", logs_url, body, len(events)))
+        traces_url = self.options.urls.get("traces")
+        records = self.spans.take() if self.spans is not None else []
+        if traces_url is not None and records:
+            body = traces_request(records, self._resource).SerializeToString()
+            requests.append(("traces", traces_url, body, len(records)))
         limit = min(self.options.interval, EXPORT_TIMEOUT) if timeout is None else timeout
         failures = await _in_daemon_thread(lambda: _post_each(requests, limit)) if requests else {}
         self._account(failures, requests)
@@ -213,10 +236,14 @@ class OtlpExporter:
         self, failures: dict[str, ExportFailed], requests: list[tuple[str, str, bytes, int]]
     ) -> None:
         dropped = self.buffer.take_dropped()
+        spans_dropped = self.spans.take_dropped() if self.spans is not None else 0
         for signal, _, _, events in requests:
             failed = failures.get(signal)
-            if failed is not None:
+            if failed is not None and signal == "traces":
+                spans_dropped += events
+            elif failed is not None:
                 dropped += events
+            if failed is not None:
                 self.metrics.inc(
                     "ssegate.otlp.exports.failed",
                     exporter=self.name,
@@ -225,12 +252,17 @@ class OtlpExporter:
                 )
         if dropped:
             self.metrics.inc("ssegate.otlp.log_records.dropped", value=dropped, exporter=self.name)
+        if spans_dropped:
+            self.metrics.inc(
+                "ssegate.otlp.deliveries.dropped", value=spans_dropped, exporter=self.name
+            )
         if failures:
             log.warning(
                 "otlp.export_failed",
                 exporter=self.name,
                 failures="; ".join(f"{signal}: {exc}" for signal, exc in failures.items()),
                 log_records_dropped=dropped,
+                **({"deliveries_dropped": str(spans_dropped)} if self.spans is not None else {}),
             )
         elif dropped:
             log.warning(
@@ -238,6 +270,13 @@ class OtlpExporter:
                 exporter=self.name,
                 dropped=dropped,
                 capacity=self.buffer.capacity,
+            )
+        if spans_dropped and not failures and self.spans is not None:
+            log.warning(
+                "otlp.deliveries_dropped",
+                exporter=self.name,
+                dropped=spans_dropped,
+                capacity=self.spans.capacity,
             )
 
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
@@ -251,6 +290,8 @@ class OtlpExporter:
             log.logger.removeHandler(self._capture)
             log.remove_stdout_sink(self._capture.event)
             self._capture = None
+        if self.spans is not None:
+            DELIVERY.detach(self.spans)  # what it holds goes out with the last export
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.export(timeout), timeout)
 
@@ -310,5 +351,7 @@ def start_otlp(
         interval=exporter.options.interval,
         metrics=exporter.options.urls.get("metrics", "-"),
         logs=exporter.options.urls.get("logs", "-"),
+        traces=exporter.options.urls.get("traces", "-"),
+        sampling=exporter.options.sampling,
     )
     return exporter

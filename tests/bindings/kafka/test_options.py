@@ -58,5 +58,5 @@ def test_bootstrap_cache_bounds_and_default_offsets_reach_the_cache_server() -> 
     assert built.bootstrap == ("events",)
     assert (built.bounds.max_bytes, built.bounds.max_age) == (4096, 60.0)
     assert built.bounds.repeat_horizon == 500
-    assert built._fetcher._repeat_horizon == 500
+    assert built._fetcher.records.repeat_horizon == 500
     assert built.default_offsets == {"events": "live", "devices": "historical"}

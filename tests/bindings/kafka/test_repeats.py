@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ssegate.bindings.kafka.client import KafkaClient
 from ssegate.bindings.kafka.fetch_events import Fetched
+from ssegate.bindings.kafka.fetch_records import RecordBatches
 from ssegate.bindings.kafka.fetcher import FetchThread
 from ssegate.bindings.kafka.repeats import MAX_ID_BYTES, Repeat, RepeatFilter, record_id
 from ssegate.kafka.topics import RECORD_ID_HEADER
@@ -109,16 +110,16 @@ def record(offset: int, value: bytes, record_id: bytes | None = None) -> Message
                    headers=headers, timestamp=(1, 1_700_000_000_000))  # fmt: skip
 
 
-def fetch_thread(horizon: int) -> FetchThread:
-    """A fetch thread not started: its batches are made without a broker."""
+def fetch_thread(horizon: int) -> RecordBatches:
+    """The batches of a fetch thread not started: made without a broker."""
     return FetchThread(KafkaClient("k", ("127.0.0.1:9",)), lambda events: None, {},
-                       repeat_horizon=horizon)  # fmt: skip
+                       repeat_horizon=horizon).records  # fmt: skip
 
 
 def test_a_batch_leaves_repeats_out_and_moves_past_them() -> None:
     thread = fetch_thread(100)
-    assert thread._reading_from(False, "t", 0, 0, 0) == 0
-    batch = thread._fetched(
+    assert thread.reading_from(False, "t", 0, 0, 0) == 0
+    batch = thread.batch(
         "t", 0, [record(0, b"x", b"a"), record(1, b"y", b"b"), record(2, b"x", b"a")], False
     )
     assert isinstance(batch, Fetched)
@@ -129,17 +130,17 @@ def test_a_batch_leaves_repeats_out_and_moves_past_them() -> None:
 
 def test_records_without_an_id_are_never_repeats() -> None:
     thread = fetch_thread(100)
-    thread._reading_from(False, "t", 0, 0, 0)
-    batch = thread._fetched("t", 0, [record(n, b"same") for n in range(3)], False)
+    thread.reading_from(False, "t", 0, 0, 0)
+    batch = thread.batch("t", 0, [record(n, b"same") for n in range(3)], False)
     assert batch is not None and [m.offset for m in batch.messages] == [0, 1, 2]
 
 
 def test_a_reader_starting_at_x_reads_the_horizon_before_x_and_hands_over_from_x() -> None:
     thread = fetch_thread(10)
-    assert thread._reading_from(False, "t", 0, 50, 0) == 40
-    read_ahead = thread._fetched("t", 0, [record(n, b"v", b"%d" % n) for n in range(40, 45)], False)
+    assert thread.reading_from(False, "t", 0, 50, 0) == 40
+    read_ahead = thread.batch("t", 0, [record(n, b"v", b"%d" % n) for n in range(40, 45)], False)
     assert read_ahead is None  # only learnt the ids: nothing to hand over
-    batch = thread._fetched(
+    batch = thread.batch(
         "t", 0, [record(n, b"v", b"%d" % n) for n in range(45, 50)] + [record(50, b"v", b"42"),
                                                                       record(51, b"v", b"51")],
         False,
@@ -152,12 +153,12 @@ def test_a_reader_starting_at_x_reads_the_horizon_before_x_and_hands_over_from_x
 
 def test_the_read_ahead_does_not_go_before_the_log_start() -> None:
     thread = fetch_thread(1000)
-    assert thread._reading_from(True, "t", 0, 50, 20) == 20
+    assert thread.reading_from(True, "t", 0, 50, 20) == 20
 
 
 def test_horizon_zero_skips_nothing_and_reads_nothing_ahead() -> None:
     thread = fetch_thread(0)
-    assert thread._reading_from(False, "t", 0, 50, 0) == 50
-    batch = thread._fetched("t", 0, [record(50, b"x", b"a"), record(51, b"x", b"a")], False)
+    assert thread.reading_from(False, "t", 0, 50, 0) == 50
+    batch = thread.batch("t", 0, [record(50, b"x", b"a"), record(51, b"x", b"a")], False)
     assert batch is not None and [m.offset for m in batch.messages] == [50, 51]
     assert batch.repeats == []

@@ -220,6 +220,11 @@ def add_bench_parser(commands: Any) -> None:
         help="what each stream filters on: the Kafka key, a header carrying it, or a header the"
         " cache server extracts from a field of the value (topics[].transforms)",
     )  # fmt: skip
+    keyed.add_argument(
+        "--trace-sampling", type=float, default=None,
+        help="share of records whose delivery traces the gateway sends (otlp exporter, traces"
+        ".sampling) to a collector started for the run; unset: no traces exporter",
+    )  # fmt: skip
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
 
@@ -469,6 +474,7 @@ def _keyed(args: argparse.Namespace) -> int:
         h2_streams=args.h2_streams,
         warmup=args.warmup,
         filter_mode=args.filter,
+        trace_sampling=args.trace_sampling,
         progress=None if args.out is None else lambda partial: _save(partial, args),
     )
     if args.plot is not None:

@@ -149,6 +149,7 @@ def write_kafka_gateway_config(
     cache_max_bytes: int | None = None,
     routes: str | None = None,
     topic_options: dict[str, object] | None = None,
+    traces: tuple[int, float] | None = None,
 ) -> GatewayPorts:
     """The sse.kafka example's chain serving ``/{topic}``; a jwt guard when keys are given;
     every topic's values checked by ``model`` (one of :data:`MODELS`). ``keyed`` serves
@@ -159,7 +160,9 @@ def write_kafka_gateway_config(
     ``sse_options`` are the sse server's ``options``; with ``metrics_port`` the gateway serves
     its metrics in the Prometheus format at ``http://127.0.0.1:<metrics_port>/metrics``;
     ``cache_max_bytes`` bounds the cache server's cache (``cache.max-bytes``). Every server of a
-    cluster's comma-separated ``bootstrap`` is one of the kafka client's ``servers``."""
+    cluster's comma-separated ``bootstrap`` is one of the kafka client's ``servers``. With
+    ``traces`` ``(port, sampling)`` an ``otlp`` exporter sends delivery traces of that share of
+    records to a collector on ``http://127.0.0.1:<port>``."""
     from ssegate_lab.testing.certs import make_keystore
 
     make_keystore(workdir / "localhost.p12", alias="localhost", password=PASSWORD)
@@ -202,6 +205,13 @@ def write_kafka_gateway_config(
         telemetry = (
             "telemetry:\n  exporters:\n    metrics:\n      type: prometheus\n      options:\n"
             f"        endpoints: [{{scheme: http, port: {metrics_port}, path: /metrics}}]\n"
+        )
+    if traces is not None:
+        telemetry = telemetry or "telemetry:\n  exporters:\n"
+        telemetry += (
+            "    traces:\n      type: otlp\n      options:\n        interval: 1\n"
+            f"        signals: [traces]\n        traces: {{sampling: {traces[1]}}}\n"
+            f"        endpoint: {{location: 'http://127.0.0.1:{traces[0]}'}}\n"
         )
     config = workdir / "zilla.yaml"
     config.write_text(

@@ -39,6 +39,7 @@ side.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -63,6 +64,7 @@ from ssegate_lab.bench.kafka_rig import (
     write_kafka_gateway_config,
 )
 from ssegate_lab.bench.keyed_filter import check_filter, filter_routes, keyed_record, topic_options
+from ssegate_lab.bench.trace_sink import TraceSink
 from ssegate_lab.broker import BrokerInfo
 
 STREAMS_PER_CLIENT = 9_000
@@ -93,6 +95,7 @@ def run_keyed(
     h2_streams: int = 0,
     warmup: float = 0.0,
     filter_mode: str = "key",
+    trace_sampling: float | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
@@ -104,8 +107,8 @@ def run_keyed(
     does opening a filtered stream over a full cache cost?). ``h2_streams`` > 0 holds that many
     streams on each HTTP/2 connection. ``warmup`` s of messages no stream wants come before
     the measured window. ``filter_mode`` is what the streams filter on (one of
-    :data:`~ssegate_lab.bench.keyed_filter.FILTERS`). ``progress`` gets the results so far
-    after every case."""
+    :data:`~ssegate_lab.bench.keyed_filter.FILTERS`). ``trace_sampling``: traces to a collector
+    (:mod:`~.trace_sink`). ``progress`` gets the results so far after every case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     check_filter(filter_mode)
@@ -124,20 +127,25 @@ def run_keyed(
         "history": history,
         "warmup_s": warmup,
         "filter": filter_mode,
+        "trace_sampling": trace_sampling,
         "protocol": f"h2c, {h2_streams} streams per connection" if h2_streams else "http/1.1",
         "baseline_src": str(baseline_src) if baseline_src else None,
         "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
         "cases": [],
     }
     plan = [count for count in streams for _ in range(repeat)]
-    with BenchBroker(broker_info) as broker, tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as held:
+        broker = held.enter_context(BenchBroker(broker_info))
+        tmp = held.enter_context(tempfile.TemporaryDirectory())
+        sink = None if trace_sampling is None else held.enter_context(TraceSink(Path(tmp)))
+        traces = None if sink is None else (sink.port, trace_sampling or 0.0)
         for count in plan:
             for variant, env in variants:  # side by side: each case on both, in turn
                 (topic,) = broker.create_topics(f"bench-keyed-{variant}", 1, partitions)
                 ports = write_kafka_gateway_config(
                     Path(tmp), broker.bootstrap, [topic], keyed=True,
                     default_offset=default_offset, routes=filter_routes(filter_mode),
-                    topic_options=topic_options(filter_mode),
+                    topic_options=topic_options(filter_mode), traces=traces,
                 )  # fmt: skip
                 # a fresh gateway per case: one that fell behind cannot slow the next case
                 with GatewayProcess(
@@ -148,6 +156,7 @@ def run_keyed(
                         keys, rss_every, history, h2_streams, warmup, filter_mode, partitions,
                     )  # fmt: skip
                 case["gateway"] = variant
+                case["spans_received"] = sink.spans() if sink is not None else None  # in the run
                 results["cases"].append(case)
                 print(json.dumps(_brief(case)), flush=True)
                 if progress is not None:

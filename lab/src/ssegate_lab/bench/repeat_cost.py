@@ -1,7 +1,7 @@
 """What skipping repeats costs the fetch thread per record: a micro-benchmark.
 
 ``python lab/src/ssegate_lab/bench/repeat_cost.py`` feeds the fetch thread's batch step
-(:meth:`ssegate.bindings.kafka.fetcher.FetchThread._fetched`, which turns librdkafka records
+(:meth:`ssegate.bindings.kafka.fetch_records.RecordBatches.batch`, which turns librdkafka records
 into the messages handed to the loop) batches of ``confluent_kafka.Message`` values, with no
 broker, once without a repeat horizon and once with the default one, alternating, for records
 without headers, with one ``tenant`` header, and with ``tenant`` and ``ssegate-id``. It prints
@@ -42,12 +42,12 @@ def records(kind: str, first: int, count: int) -> list[Message]:
 
 def ns_per_record(horizon: int, batches: list[list[Message]]) -> float:
     thread = FetchThread(KafkaClient("bench", ("127.0.0.1:9",)), lambda events: None, {},
-                         repeat_horizon=horizon)  # fmt: skip
-    thread._reading_from(False, "t", 0, 0, 0)
+                         repeat_horizon=horizon).records  # fmt: skip
+    thread.reading_from(False, "t", 0, 0, 0)
     times = []
     for batch in batches:
         started = time.perf_counter()
-        thread._fetched("t", 0, batch, False)
+        thread.batch("t", 0, batch, False)
         times.append(time.perf_counter() - started)
     return statistics.median(times[5:]) / len(batches[0]) * 1e9
 

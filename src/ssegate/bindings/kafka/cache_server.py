@@ -51,7 +51,7 @@ Metrics (label ``topic``): ``ssegate.kafka.messages.received``, ``ssegate.kafka.
 ``ssegate.kafka.cache.evictions``, ``ssegate.kafka.subscribers``,
 ``ssegate.kafka.invalid_messages``, ``ssegate.kafka.repeats_skipped``,
 ``ssegate.kafka.transforms.unextracted`` (and label ``field``: :mod:`~.transforms`),
-``ssegate.kafka.fetch.assignments``,
+``ssegate.kafka.fetch.assignments``, the lag and backlog gauges of :mod:`~.partition_lag`,
 ``ssegate.kafka.resets``, ``ssegate.kafka.fetch.stalls``, ``ssegate.kafka.leader_changes``;
 ``ssegate.kafka.broker.available`` (1 or 0: whether any broker answers);
 ``ssegate.kafka.brokers`` (the brokers the cluster's latest metadata lists) with the counters
@@ -72,6 +72,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from ssegate.bindings.kafka import partition_lag
 from ssegate.bindings.kafka.client import KafkaClient
 from ssegate.bindings.kafka.fanout_pace import FanoutPace
 from ssegate.bindings.kafka.fetch_events import (
@@ -104,6 +105,7 @@ from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription
 from ssegate.models.topics import build_topic_checks
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import LAG_BUCKETS, Metrics
+from ssegate.telemetry.traces import DELIVERY
 
 NEGATIVE_LOOKUP_SECONDS = 1.0
 REPEATS_LOGGED = 20
@@ -147,9 +149,10 @@ class KafkaCacheServer:
         self._handover = Handover(
             self._schedule_from_thread, self._on_events, on_stall=self._on_stall
         )
+        self._lag = partition_lag.register(self.metrics, name, lambda: self._handover.pending)
         self._fetcher = FetchThread(
             client, self._handover.put, self._checks, transforms=transforms,
-            metadata_interval=metadata_interval,
+            metadata_interval=metadata_interval, on_log_ends=self._lag.set_ends,
             repeat_horizon=self.bounds.repeat_horizon, name=f"kafka-fetch-{name}", shared=shared,
         )  # fmt: skip
         self._shared_role = (
@@ -335,11 +338,19 @@ class KafkaCacheServer:
             self.metrics.inc("ssegate.kafka.fetch.batches_joined", self.name, joined)
         handed_over = 0.0
         for event in events:
+            self._lag.observe(event)
             if isinstance(event, Fetched):
                 feed = self._feeds.get(event.topic)
                 if feed is not None:
                     started = time.perf_counter()
+                    trace = (
+                        DELIVERY.begin(self.name, event)
+                        if DELIVERY.enabled and not event.catch_up
+                        else None
+                    )
                     feed.on_fetched(event)
+                    if trace is not None:
+                        DELIVERY.finish(trace)
                     handed_over += time.perf_counter() - started
                     if not event.catch_up and event.messages:
                         self._observe_lag(event)

@@ -4,7 +4,8 @@ Commands go from the loop to the thread (:class:`StartTopic`, :class:`CatchUp`,
 :class:`EndCatchUp`); events come back, in the order they happened, as one list per hand-over
 (:class:`TopicStarted`, :class:`PartitionsAdded`, :class:`Fetched`, :class:`CatchUpReset`,
 :class:`CatchUpAtEnd`, :class:`BrokerStatus`, :class:`ClusterChanged`, :class:`TopicsListed`,
-:class:`TopicMissing`).
+:class:`TopicMissing`). :class:`LogEnds` goes from the thread that fetches for the host to the
+other workers' threads only, never through a loop's hand-over.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ class Fetched:
     """Records passed over as repeats of an earlier copy (:mod:`~.repeats`)."""
     unextracted: list[Unextracted] = field(default_factory=list)
     """Fields the topic's transforms found nothing in (:mod:`~.transforms`)."""
+    fetched: tuple[tuple[int, int], ...] = ()
+    """``(first offset, ns since the epoch)`` of each fetch pass the batch holds records of,
+    when it closed: stamped only while delivery tracing is on (:mod:`ssegate.telemetry.traces`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,14 @@ class TopicsListed:
     names: frozenset[str]
 
 
+@dataclass(frozen=True, slots=True)
+class LogEnds:
+    """The log end offset (high watermark) of every partition the shared fetch reads, as the
+    fetch last heard it from the brokers (:mod:`~.partition_lag`)."""
+
+    ends: Mapping[tuple[str, int], int]
+
+
 Event = (
     TopicStarted
     | TopicMissing
@@ -158,4 +170,5 @@ Event = (
     | BrokerStatus
     | ClusterChanged
     | TopicsListed
+    | LogEnds
 )

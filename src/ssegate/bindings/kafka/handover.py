@@ -83,6 +83,7 @@ def _join(batches: list[Fetched]) -> Fetched:
         first.catch_up,
         first.ticket,
         [repeat for batch in batches for repeat in batch.repeats],
+        fetched=tuple(stamp for batch in batches for stamp in batch.fetched),
     )
 
 

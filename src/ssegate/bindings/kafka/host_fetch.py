@@ -82,7 +82,7 @@ def encode_events(events: Iterable[Event]) -> bytes | None:
                 event.topic, event.partition,
                 [(m.offset, m.key, m.value, m.headers, m.timestamp_ms) for m in event.messages],
                 event.next_offset, event.invalid,
-                [(r.offset, r.earlier, r.record_id) for r in event.repeats],
+                [(r.offset, r.earlier, r.record_id) for r in event.repeats], event.fetched,
             ))  # fmt: skip
         elif not isinstance(event, (CatchUpReset, CatchUpAtEnd)):
             shared.append(event)
@@ -96,14 +96,14 @@ def decode_events(payload: bytes) -> list[Event]:
     decoded: list[Event] = []
     for item in _unpickle(payload, list):
         if isinstance(item, tuple):
-            topic, partition, records, next_offset, invalid, repeats = item
+            topic, partition, records, next_offset, invalid, repeats, fetched = item
             messages = [
                 KafkaMessage(topic, partition, offset, key, value, headers, stamp)
                 for offset, key, value, headers, stamp in records
             ]
             skipped = [Repeat(offset, earlier, found) for offset, earlier, found in repeats]
             decoded.append(Fetched(topic, partition, messages, next_offset, invalid,
-                                   repeats=skipped))  # fmt: skip
+                                   repeats=skipped, fetched=fetched))  # fmt: skip
         else:
             decoded.append(item)
     return decoded

@@ -90,6 +90,11 @@ class SinkGroup(Generic[Owner]):
     def __len__(self) -> int:
         return len(self._members) + len(self._held)
 
+    @property
+    def held_members(self) -> int:
+        """Members whose client reads nothing: a write waits in the shared log for them."""
+        return len(self._held)
+
     def add(self, sink: SseSink, owner: Owner) -> None:
         """``sink`` (open) gets every write from now on; ``owner`` is what ``on_dropped`` is
         told if the sink closes in a write."""

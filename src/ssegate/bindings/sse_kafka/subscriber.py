@@ -69,6 +69,7 @@ from ssegate.bindings.sse.source import SseSink
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder, format_event_id
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.shared import BatchOutcome, EncodedMessages, SharedBatches
+from ssegate.bindings.sse_kafka.traced_write import write_traced
 from ssegate.kafka.topics import (
     Interest,
     KafkaMessage,
@@ -80,6 +81,7 @@ from ssegate.models.topics import ValueView
 from ssegate.sse_codec.encoder import timestamp_line
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
+from ssegate.telemetry.traces import DELIVERY
 
 
 class CohortSeat(Protocol):
@@ -234,7 +236,11 @@ class TopicSubscriber:
             self._last_id_at = self._clock()
             self._last_token = outcome.progress.token
             self._cancel_id_timer()
-            self.sink.write_encoded(outcome.data)
+            if DELIVERY.current is None:
+                self.sink.write_encoded(outcome.data)
+            else:  # a batch with traced records fans out
+                write_traced(DELIVERY.current, self.sink, outcome.data, messages,
+                             self.filter.matches if self.filter is not None else None)  # fmt: skip
             if self.sink.closed:  # too far behind: the sse server closed it just now
                 self._dropped()
                 return
