@@ -8,6 +8,7 @@ from collections.abc import Callable
 from ssegate.bindings.kafka.fetch_events import BrokerStatus, Event, Fetched, TopicsListed
 from ssegate.bindings.kafka.handover import Handover, coalesce
 from ssegate.bindings.kafka.repeats import Repeat
+from ssegate.bindings.kafka.transforms import Field, Unextracted
 from ssegate.kafka.topics import KafkaMessage
 
 
@@ -45,6 +46,16 @@ def test_joined_batches_keep_the_repeats_each_passed_over() -> None:
     assert isinstance(only, Fetched)
     assert (offsets(only), only.next_offset) == ([0, 1, 2, 4, 5], 7)
     assert only.repeats == [Repeat(3, 1, b"id1"), Repeat(6, 0, b"id0")]
+
+
+def test_joined_batches_keep_the_records_a_transform_could_not_extract_from() -> None:
+    zone = Field("value", "zone")
+    first = Fetched("t", 0, batch(0, range(0, 2)).messages, 2, unextracted=[Unextracted(1, zone)])
+    second = Fetched("t", 0, batch(0, range(2, 4)).messages, 4, unextracted=[Unextracted(3, zone)])
+    [only], joined = coalesce([first, second])
+    assert joined == 1
+    assert isinstance(only, Fetched)
+    assert only.unextracted == [Unextracted(1, zone), Unextracted(3, zone)]
 
 
 def test_each_partition_joins_with_its_own_batches_only() -> None:

@@ -83,6 +83,7 @@ def _join(batches: list[Fetched]) -> Fetched:
         first.catch_up,
         first.ticket,
         [repeat for batch in batches for repeat in batch.repeats],
+        [entry for batch in batches for entry in batch.unextracted],
         fetched=tuple(stamp for batch in batches for stamp in batch.fetched),
     )
 
