@@ -8,9 +8,10 @@ rest) become the data point's attributes, and the config's ``telemetry.metrics``
 sent exactly as they choose what the ``prometheus`` exporter exposes
 (:mod:`ssegate.telemetry.selection`).
 
-:class:`LogRecordBuffer` holds the log events waiting for the next export, at most ``capacity``
-of them: one more is dropped and counted, so a collector that is down costs a bounded amount
-of memory. :func:`logs_request` turns what it held into an ``ExportLogsServiceRequest``: each
+:class:`LogRecordBuffer` (an :class:`~.export_buffer.ExportBuffer`) holds the log events
+waiting for the next export, at most ``capacity`` of them: one more is dropped and counted, so
+a collector that is down costs a bounded amount of memory. :func:`logs_request` turns what it
+held into an ``ExportLogsServiceRequest``: each
 event a log record with its severity, its line as the body, and the event's name (``event_name``
 and the ``event.name`` attribute) and ``binding`` as attributes.
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -47,6 +47,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import Histogram as OtlpHistogra
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from ssegate import __version__
+from ssegate.telemetry.export_buffer import ExportBuffer
 from ssegate.telemetry.metrics import Histogram, Labels, Metrics
 from ssegate.telemetry.selection import MetricSelection
 
@@ -139,37 +140,8 @@ class LogEvent:
     line: str
 
 
-class LogRecordBuffer:
-    """The log events waiting for the next export: at most ``capacity``, the rest dropped and
-    counted. Appending is safe from any thread (a ``deque`` append under the GIL)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._events: deque[LogEvent] = deque()
-        self.dropped = 0
-        """Events refused since the last :meth:`take_dropped`."""
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def append(self, event: LogEvent) -> None:
-        if len(self._events) >= self.capacity:
-            self.dropped += 1
-            return
-        self._events.append(event)
-
-    def take(self) -> list[LogEvent]:
-        """Every event held, oldest first; the buffer is left empty."""
-        taken = []
-        events = self._events
-        while events:
-            taken.append(events.popleft())
-        return taken
-
-    def take_dropped(self) -> int:
-        """How many events were dropped since the last call."""
-        dropped, self.dropped = self.dropped, 0
-        return dropped
+class LogRecordBuffer(ExportBuffer[LogEvent]):
+    """The log events waiting for the next export."""
 
 
 def severity_number(level: int) -> int:

@@ -41,13 +41,13 @@ import bisect
 import math
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ssegate.kafka.topics import KafkaMessage
 from ssegate.telemetry import log
+from ssegate.telemetry.export_buffer import ExportBuffer
 from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.traceparent import HEADER, MalformedTraceparent, parse_traceparent
 
@@ -146,34 +146,11 @@ def _offset(message: KafkaMessage) -> int:
     return message.offset
 
 
-class SpanBuffer:
-    """The traced deliveries waiting for one exporter's next export: at most ``capacity``,
-    the rest dropped and counted."""
+class SpanBuffer(ExportBuffer[RecordTrace]):
+    """The traced deliveries waiting for one exporter's next export."""
 
     def __init__(self, capacity: int = BUFFER_CAPACITY) -> None:
-        self.capacity = capacity
-        self._records: deque[RecordTrace] = deque()
-        self.dropped = 0
-        """Deliveries refused since the last :meth:`take_dropped`."""
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def append(self, record: RecordTrace) -> None:
-        if len(self._records) >= self.capacity:
-            self.dropped += 1
-            return
-        self._records.append(record)
-
-    def take(self) -> list[RecordTrace]:
-        """Every delivery held, oldest first; the buffer is left empty."""
-        taken = list(self._records)
-        self._records.clear()
-        return taken
-
-    def take_dropped(self) -> int:
-        dropped, self.dropped = self.dropped, 0
-        return dropped
+        super().__init__(capacity)
 
 
 class RatioDraw:
