@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ssegate.config.schema import PARTS, merge_part, schema
-from ssegate.engine.runtime import FACTORIES
+from ssegate.engine.assembly import FACTORIES
 
 
 def _part(name: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ expiry and challenge time comes out (:class:`~ssegate.contract.identity.Identity
 :class:`~ssegate.contract.identity.CredentialsRejected` saying why not. Bindings talk to guards
 through this protocol only. A guard type is one module of :mod:`ssegate.guards` with a
 ``build(component, ctx)`` returning a :class:`Guard`, registered by its ``type`` in
-:data:`ssegate.engine.runtime.GUARD_FACTORIES`.
+:data:`ssegate.engine.assembly.GUARD_FACTORIES`.
 
 A guard keeps the streams it authorized (:attr:`Guard.streams`); what the layers above ask of
 them is :class:`GuardStreams`: a challenge answer extends them (:class:`Answered`), and an

@@ -2,7 +2,7 @@
 
 A guard type is one module with a ``build(component, ctx)`` (``ctx`` a :class:`GuardContext`)
 returning a :class:`~ssegate.contract.guard.Guard`, registered by its ``type`` in
-:data:`ssegate.engine.runtime.GUARD_FACTORIES`. Every guard keeps the streams it authorized in a
+:data:`ssegate.engine.assembly.GUARD_FACTORIES`. Every guard keeps the streams it authorized in a
 :class:`~ssegate.guards.streams.GuardedStreams`; :func:`keep_authorized` puts a stream there.
 """
 

@@ -66,30 +66,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ssegate.bindings.kafka import partition_lag
+from ssegate.bindings.kafka.cache_metrics import CacheMetrics
 from ssegate.bindings.kafka.client import KafkaClient
 from ssegate.bindings.kafka.fanout_pace import FanoutPace
-from ssegate.bindings.kafka.fetch_events import (
-    BrokerStatus,
-    CatchUp,
-    CatchUpAtEnd,
-    CatchUpReset,
-    ClusterChanged,
-    EndCatchUp,
-    Event,
-    Fetched,
-    PartitionsAdded,
-    StartTopic,
-    TopicMissing,
-    TopicsListed,
-    TopicStarted,
-)
+from ssegate.bindings.kafka.feed_dispatch import FeedDispatch
+from ssegate.bindings.kafka.fetch_events import CatchUp, EndCatchUp, Event, StartTopic
 from ssegate.bindings.kafka.fetcher import FetchThread
 from ssegate.bindings.kafka.handover import Handover
 from ssegate.bindings.kafka.host_fetch import LeaderEnd, SharedFetchEnd, end_of
@@ -97,6 +83,7 @@ from ssegate.bindings.kafka.message_check import MessageCheck, all_of
 from ssegate.bindings.kafka.partition_cache import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES
 from ssegate.bindings.kafka.repeats import DEFAULT_HORIZON
 from ssegate.bindings.kafka.topic_feed import FeedHooks, TopicFeed
+from ssegate.bindings.kafka.topic_lookup import TopicLookup
 from ssegate.bindings.kafka.transforms import TopicTransform, build_transforms
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
@@ -104,12 +91,7 @@ from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.kafka.topics import DefaultOffset, TopicListener, TopicSubscription, UnknownTopic
 from ssegate.models.topics import build_topic_checks
 from ssegate.telemetry import log
-from ssegate.telemetry.metrics import LAG_BUCKETS, Metrics
-from ssegate.telemetry.traces import DELIVERY
-
-NEGATIVE_LOOKUP_SECONDS = 1.0
-REPEATS_LOGGED = 20
-"""The offsets of at most this many of a batch's repeats go in its log line."""
+from ssegate.telemetry.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +104,12 @@ class CacheBounds:
 
 
 class KafkaCacheServer:
-    """Implements :class:`~ssegate.kafka.topics.TopicSource` for the whole process."""
+    """Implements :class:`~ssegate.kafka.topics.TopicSource` for the whole process.
+
+    Its parts: the fetch thread and the hand-over that brings its events to the loop, the
+    dispatch of those events to the feeds (:mod:`~.feed_dispatch`), the lookup of topics asked
+    for (:mod:`~.topic_lookup`) and the metrics of the feeds (:mod:`~.cache_metrics`).
+    """
 
     def __init__(
         self,
@@ -155,21 +142,18 @@ class KafkaCacheServer:
             metadata_interval=metadata_interval, on_log_ends=self._lag.set_ends,
             repeat_horizon=self.bounds.repeat_horizon, name=f"kafka-fetch-{name}", shared=shared,
         )  # fmt: skip
-        self._shared_role = (
+        shared_role = (
             None if shared is None else "leader" if isinstance(shared, LeaderEnd) else "follower"
         )
-        """Logged by the first hand-over (``kafka.shared_fetch``), when the exporters run."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._feeds: dict[str, TopicFeed] = {}
-        self._known_topics: frozenset[str] = frozenset()
-        self._missing: dict[str, float] = {}
-        self._warned_missing: set[str] = set()
-        self._warned_unextracted: set[tuple[str, str]] = set()
-        self._available = True
-        self._reason = ""
-        self._brokers = 0
+        self._counts = CacheMetrics(name, self.metrics)
+        self._lookup = TopicLookup(name, self._fetcher.topic_exists)
+        self._events = FeedDispatch(
+            name, client.servers, self.metrics, feeds=self._feeds, new_feed=self._new_feed,
+            lag=self._lag, counts=self._counts, lookup=self._lookup, shared_role=shared_role,
+        )  # fmt: skip
         self._closed = False
-        self.metrics.gauge("ssegate.kafka.broker.available", name, 1.0)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -200,26 +184,14 @@ class KafkaCacheServer:
         self.start()
         feed = self._feeds.get(topic)
         if feed is None:
-            if not self._exists(topic):
+            if not self._lookup.exists(topic):
                 raise UnknownTopic(topic)
             feed = self._feed(topic)
         if default is None:
             default = self.default_offsets.get(topic, "historical")
         subscription = feed.subscribe(listener, start, default)
-        self._count_subscribers(topic, 1)
+        self._counts.subscribers(topic, 1)
         return subscription
-
-    def _exists(self, topic: str) -> bool:
-        if topic in self._known_topics:
-            return True
-        refused_at = self._missing.get(topic)
-        if refused_at is not None and time.monotonic() - refused_at < NEGATIVE_LOOKUP_SECONDS:
-            return False
-        found = self._fetcher.topic_exists(topic)
-        if found is False:
-            self._missing[topic] = time.monotonic()
-            return False
-        return True  # found, or the broker cannot say now: wait for it like any subscriber
 
     def _feed(self, topic: str) -> TopicFeed:
         feed = self._feeds.get(topic)
@@ -236,12 +208,12 @@ class KafkaCacheServer:
             catch_up=self._catch_up,
             end_catch_up=self._end_catch_up,
             now=time.monotonic,
-            on_fetched=self._count_fetched,
-            subscribers_changed=self._count_subscribers,
+            on_fetched=self._counts.fetched,
+            subscribers_changed=self._counts.subscribers,
         )
         feed = TopicFeed(topic, hooks, max_bytes=self.bounds.max_bytes, max_age=self.bounds.max_age)
-        if not self._available:
-            feed.on_status(False, self._reason)
+        if not self._events.available:
+            feed.on_status(False, self._events.reason)
         self._feeds[topic] = feed
         return feed
 
@@ -258,57 +230,7 @@ class KafkaCacheServer:
     def _end_catch_up(self, topic: str, partition: int) -> None:
         self._fetcher.send(EndCatchUp(topic, partition))
 
-    def _count_fetched(
-        self, topic: str, batch: Fetched, evicted: int, freed: int, grown: int
-    ) -> None:
-        metrics = self.metrics
-        received = len(batch.messages) + len(batch.invalid) + len(batch.repeats)
-        metrics.inc("ssegate.kafka.messages.received", self.name, received, topic=topic)
-        if batch.repeats:
-            repeats = batch.repeats
-            metrics.inc("ssegate.kafka.repeats_skipped", self.name, len(repeats), topic=topic)
-            log.event("kafka.repeats_skipped", binding=self.name, level=logging.DEBUG,
-                      topic=topic, partition=batch.partition, count=len(repeats),
-                      offsets=[r.offset for r in repeats[:REPEATS_LOGGED]],
-                      earlier=[r.earlier for r in repeats[:REPEATS_LOGGED]],
-                      first_id=repeats[0].record_id.decode(errors="replace"))  # fmt: skip
-        if grown:
-            metrics.gauge("ssegate.kafka.cache.bytes", self.name, grown, topic=topic)
-        if evicted:
-            metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
-        for unextracted in batch.unextracted:
-            field = str(unextracted.field)
-            metrics.inc("ssegate.kafka.transforms.unextracted", self.name, topic=topic, field=field)
-            if (topic, field) not in self._warned_unextracted:
-                self._warned_unextracted.add((topic, field))
-                log.warning(
-                    "kafka.transform_unextracted",
-                    binding=self.name,
-                    message=f"Nothing to extract from {field} on topic {topic}, partition"
-                    f" {batch.partition}, offset {unextracted.offset}; later ones are counted",
-                )
-        for offset, reason in batch.invalid:
-            metrics.inc("ssegate.kafka.invalid_messages", self.name, topic=topic)
-            log.warning(
-                "kafka.invalid_message",
-                binding=self.name,
-                message=f"Skipping invalid message on topic {topic}, partition"
-                f" {batch.partition}, offset {offset}",
-                reason=reason,
-            )
-
-    def _count_subscribers(self, topic: str, delta: int) -> None:
-        self.metrics.gauge("ssegate.kafka.subscribers", self.name, float(delta), topic=topic)
-
     # -- events from the fetch thread ----------------------------------------------------------
-
-    def _observe_lag(self, batch: Fetched) -> None:
-        stamp_ms = batch.messages[0].timestamp_ms
-        if stamp_ms > 0:  # librdkafka gives -1 where the record has no timestamp
-            lag = max(0.0, time.time() - stamp_ms / 1000)
-            self.metrics.observe(
-                "ssegate.kafka.fanout.lag", lag, self.name, buckets=LAG_BUCKETS, topic=batch.topic
-            )
 
     def _schedule_from_thread(self, callback: Callable[[], None]) -> None:
         loop = self._loop
@@ -330,118 +252,9 @@ class KafkaCacheServer:
     def _on_events(self, events: list[Event], joined: int) -> None:
         if self._closed:
             return
-        if self._shared_role is not None:
-            log.event("kafka.shared_fetch", binding=self.name, role=self._shared_role,
-                      pid=os.getpid())  # fmt: skip
-            self._shared_role = None
-        if joined:
-            self.metrics.inc("ssegate.kafka.fetch.batches_joined", self.name, joined)
-        handed_over = 0.0
-        for event in events:
-            self._lag.observe(event)
-            if isinstance(event, Fetched):
-                feed = self._feeds.get(event.topic)
-                if feed is not None:
-                    started = time.perf_counter()
-                    trace = (
-                        DELIVERY.begin(self.name, event)
-                        if DELIVERY.enabled and not event.catch_up
-                        else None
-                    )
-                    feed.on_fetched(event)
-                    if trace is not None:
-                        DELIVERY.finish(trace)
-                    handed_over += time.perf_counter() - started
-                    if not event.catch_up and event.messages:
-                        self._observe_lag(event)
-            elif isinstance(event, TopicStarted):
-                self._on_started(event)
-            elif isinstance(event, PartitionsAdded):
-                self.metrics.inc(
-                    "ssegate.kafka.fetch.assignments", self.name, len(event.starts),
-                    topic=event.topic,
-                )  # fmt: skip
-                log.event("kafka.partitions_added", binding=self.name, topic=event.topic,
-                          partitions=sorted(event.starts))  # fmt: skip
-                self._feeds[event.topic].on_partitions_added(event.starts)
-            elif isinstance(event, CatchUpReset):
-                self.metrics.inc("ssegate.kafka.resets", self.name, topic=event.topic)
-                log.warning("kafka.offset_reset", binding=self.name, topic=event.topic,
-                            partition=event.partition, requested=event.requested,
-                            earliest=event.earliest)  # fmt: skip
-                self._feeds[event.topic].on_catch_up_reset(event)
-            elif isinstance(event, CatchUpAtEnd):
-                self._feeds[event.topic].on_catch_up_at_end(event)
-            elif isinstance(event, BrokerStatus):
-                self._on_status(event)
-            elif isinstance(event, ClusterChanged):
-                self._on_cluster(event)
-            elif isinstance(event, TopicsListed):
-                self._known_topics = event.names
-                self._evict_idle()
-            elif isinstance(event, TopicMissing) and event.topic not in self._warned_missing:
-                self._warned_missing.add(event.topic)
-                log.warning("kafka.topic_missing", binding=self.name, topic=event.topic,
-                            reason=event.reason)  # fmt: skip
+        handed_over = self._events.apply(events, joined)
         if handed_over:
             self._fetcher.linger = self._pace.observe(handed_over)
-
-    def _on_started(self, event: TopicStarted) -> None:
-        self.metrics.inc(
-            "ssegate.kafka.fetch.assignments", self.name, len(event.starts), topic=event.topic
-        )
-        log.event("kafka.topic_started", binding=self.name, topic=event.topic,
-                  partitions=len(event.starts), compacted=event.compacted)  # fmt: skip
-        self._warned_missing.discard(event.topic)
-        feed = self._feeds.get(event.topic)
-        if feed is None:  # a follower: another worker's stream asked for it
-            feed = self._new_feed(event.topic)
-        feed.on_started(event.starts, event.ends, event.compacted)
-
-    def _on_status(self, event: BrokerStatus) -> None:
-        self._available = event.available
-        self._reason = event.reason
-        self.metrics.gauge("ssegate.kafka.broker.available", self.name,
-                           1.0 if event.available else -1.0)  # fmt: skip
-        if event.available:
-            log.event("kafka.broker_up", binding=self.name, servers=",".join(self.client.servers))
-        else:
-            log.warning("kafka.broker_down", binding=self.name, reason=event.reason,
-                        servers=",".join(self.client.servers))  # fmt: skip
-        for feed in self._feeds.values():
-            feed.on_status(event.available, event.reason)
-
-    def _on_cluster(self, event: ClusterChanged) -> None:
-        """Brokers that left or joined the cluster, partitions whose leader moved."""
-        metrics, name = self.metrics, self.name
-        metrics.gauge("ssegate.kafka.brokers", name, float(len(event.brokers) - self._brokers))
-        self._brokers = len(event.brokers)
-        brokers = ",".join(f"{node}@{address}" for node, address in sorted(event.brokers.items()))
-        if event.first:
-            metrics.inc("ssegate.kafka.brokers.left", name, 0.0)
-            metrics.inc("ssegate.kafka.brokers.joined", name, 0.0)
-            log.event("kafka.cluster", binding=name, brokers=brokers)
-        for node, address in sorted(event.left.items()):
-            metrics.inc("ssegate.kafka.brokers.left", name)
-            log.warning("kafka.broker_left", binding=name, broker=node, address=address,
-                        brokers=brokers)  # fmt: skip
-        for node, address in sorted(event.joined.items()):
-            metrics.inc("ssegate.kafka.brokers.joined", name)
-            log.event("kafka.broker_joined", binding=name, broker=node, address=address,
-                      brokers=brokers)  # fmt: skip
-        for move in event.moves:
-            metrics.inc("ssegate.kafka.leader_changes", name, topic=move.topic)
-            log.event("kafka.leader_changed", binding=name, topic=move.topic,
-                      partition=move.partition, leader=move.leader,
-                      previous=move.previous)  # fmt: skip
-
-    def _evict_idle(self) -> None:
-        for topic, feed in self._feeds.items():
-            evicted, freed = feed.evict()
-            if evicted:
-                self.metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
-            if freed:
-                self.metrics.gauge("ssegate.kafka.cache.bytes", self.name, -freed, topic=topic)
 
     # -- stop ----------------------------------------------------------------------------------
 
