@@ -1,6 +1,10 @@
-"""The Request every binding sees: path, query and query parameters."""
+"""The Request every binding sees: path, query and query parameters; immutable once built."""
 
 from __future__ import annotations
+
+import dataclasses
+
+import pytest
 
 from ssegate.contract.exchange import Request
 
@@ -20,3 +24,14 @@ def test_query_parameters_are_url_decoded() -> None:
     assert request.query_param("empty") == ""
     assert request.query_param("missing") is None
     assert _request("/events").query_param("a") is None
+
+
+def test_a_request_cannot_be_changed_once_built_and_a_copy_says_what_was_learned() -> None:
+    request = _request("/events")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.target = "/other"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.params = {"topic": "orders"}  # type: ignore[misc]
+    routed = dataclasses.replace(request, params={"topic": "orders"})
+    assert routed.params == {"topic": "orders"} and routed.target == "/events"
+    assert request.params == {}

@@ -14,9 +14,8 @@ GUARDS = {"g": TableGuard("g")}
 
 
 def request(target: str = "/events", method: str = "GET", roles: str = "") -> Request:
-    asked = Request(method, "https", "localhost", target, {})
-    asked.identities["g"] = Identity("alice", frozenset(roles.split()))
-    return asked
+    identities = {"g": Identity("alice", frozenset(roles.split()))}
+    return Request(method, "https", "localhost", target, {}, identities=identities)
 
 
 def test_literal_roles_are_the_same_for_every_request() -> None:
@@ -65,3 +64,15 @@ def test_an_empty_guarded_admits_everything_and_names_no_guard() -> None:
     guarded = Guarded.compile(None, "r.guarded")
     assert not guarded and list(guarded) == []
     assert guarded.check(Request("GET", "http", "h", "/", {}), {}) is None
+
+
+def test_admission_passes_on_a_copy_that_names_the_guards_and_keeps_the_request() -> None:
+    guarded = Guarded.compile({"g": ["read"]}, "r.guarded")
+    asked = request(roles="read")
+    admitted, refusal = guarded.admit(asked, GUARDS)
+    assert refusal is None
+    assert dict(admitted.authorized_by) == {"g": GUARDS["g"]}
+    assert dict(asked.authorized_by) == {}
+    refused, why = guarded.admit(request(roles="write"), GUARDS)
+    assert why is not None and why.status == 403
+    assert dict(refused.authorized_by) == {}

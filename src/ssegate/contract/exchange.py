@@ -27,9 +27,14 @@ if TYPE_CHECKING:
     from ssegate.contract.identity import Authorization
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Request:
-    """One HTTP request, the same for HTTP/1.1 and HTTP/2."""
+    """One HTTP request, the same for HTTP/1.1 and HTTP/2.
+
+    Immutable once built: a step that learns something about the request (the route's
+    parameters, the guards' identities, the guards that admitted it, headers an override sets)
+    passes on a copy that says it (:func:`dataclasses.replace`), and the request it was handed
+    stays as it was."""
 
     method: str
     """Upper-case method, ``GET``."""
@@ -45,11 +50,11 @@ class Request:
     """``1.1`` or ``2``."""
     remote: str = ""
     """The peer's address, ``127.0.0.1:50312``."""
-    params: dict[str, str] = field(default_factory=dict)
+    params: Mapping[str, str] = field(default_factory=dict)
     """Parameters captured by route patterns on the way (``{path}`` → ``params['path']``)."""
-    identities: dict[str, Authorization] = field(default_factory=dict)
-    """What guards established, by guard name (filled by the http server's authorization)."""
-    authorized_by: dict[str, Guard] = field(default_factory=dict)
+    identities: Mapping[str, Authorization] = field(default_factory=dict)
+    """What guards established, by guard name (from the http server's authorization)."""
+    authorized_by: Mapping[str, Guard] = field(default_factory=dict)
     """The guards whose guarded routes let this request through on its way (http server, sse
     server, sse-kafka proxy), by name: a stream it opens is kept authorized under each."""
     credentials_hints: Mapping[str, str] | None = None

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
+from tests.guards.signing import AUDIENCE, ISSUER, key, token
 from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.http.h2_floods import FrameBudgets
@@ -14,10 +17,16 @@ from ssegate.bindings.http.server import GuardCredentials, HttpServer, build
 from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Config, Route
-from ssegate.contract.identity import CredentialsRejected
+from ssegate.contract.exchange import Request
+from ssegate.contract.identity import CredentialsRejected, Identity
 from ssegate.engine.context import ExitKind
 from ssegate.guards.credentials import CredentialsLookup
+from ssegate.guards.jwks import KeySet
+from ssegate.guards.jwt import ClaimsPolicy
+from ssegate.guards.jwt_guard import JwtGuard
+from ssegate.host.turns import TurnBudget
 from ssegate.telemetry.metrics import Metrics
+from ssegate.tools.token import public_jwk
 from support.http_servers import H2Client, ScriptedHandler, read_h1_response, run, serve
 
 T = TypeVar("T")
@@ -203,6 +212,76 @@ def test_a_guard_that_raises_is_answered_500_with_one_log_line_on_a_live_connect
     assert "KeyError: 'abcd'" in failures[0].getMessage()
     assert failures[0].exc_info is None
     assert len(handler.requests) == 1
+
+
+class Issuer:
+    """The JWKS document the issuer serves: the key ``rotated``, which the guard learns only
+    by fetching it."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+
+    async def fetch(self, url: str) -> bytes:
+        self.fetches += 1
+        await asyncio.sleep(0.01)
+        return json.dumps({"keys": [public_jwk(key("ec"), "rotated")]}).encode()
+
+
+def test_a_token_naming_a_key_the_guard_must_fetch_is_answered_once_the_keys_arrive() -> None:
+    server, handler = _server()
+    issuer = Issuer()
+    keys = KeySet(url="https://issuer/jwks.json", fetch=issuer.fetch)
+    guard = JwtGuard("authn_jwt", keys, ClaimsPolicy(issuer=ISSUER, audience=AUDIENCE))
+    lookup = CredentialsLookup.from_options(
+        {"credentials": {"headers": {"authorization": "Bearer {credentials}"}}}, "authorization"
+    )
+    server.authorization = [GuardCredentials("authn_jwt", guard, lookup)]
+    bearer = f"Authorization: Bearer {token(kid='rotated')}\r\n"
+
+    async def scenario() -> list[int]:
+        async with serve(server.protocol_factory()) as port:
+            return [(await _get(port, "/echo", bearer)).status for _ in range(2)]
+
+    assert run(scenario) == [200, 200]
+    assert issuer.fetches == 1  # the second request found the key held
+    identity = handler.requests[0].identities["authn_jwt"]
+    assert isinstance(identity, Identity) and identity.identity == "alice"
+
+
+class RecordingStream:
+    """A response as the protocol sees it: what was sent, nothing more."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.body = b""
+        self.closed = False
+
+    def send_headers(
+        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
+    ) -> None:
+        self.status, self.closed = status, end
+
+    def send_data(self, data: bytes, *, end: bool = False) -> None:
+        self.body += data
+        self.closed = end
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        pass
+
+
+def test_a_request_that_waits_for_nothing_is_answered_inside_dispatch_without_a_task() -> None:
+    server, _ = _server()
+    server.turns = TurnBudget()
+
+    async def scenario() -> None:
+        tasks = asyncio.all_tasks()
+        stream = RecordingStream()
+        server.dispatch(Request("GET", "http", "localhost", "/echo", {}), b"", stream)  # type: ignore[arg-type]
+        assert (stream.status, stream.body, stream.closed) == (200, b"/echo", True)
+        assert asyncio.all_tasks() == tasks
+
+    asyncio.run(scenario())
+    assert server.metrics.counter("ssegate.http.requests.deferred", NAME) == 0
 
 
 def test_every_exchange_is_measured_when_it_closes() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -275,7 +276,8 @@ def test_routes_match_path_globs_without_query_and_no_route_is_404() -> None:
     server = build(binding, FakeContext({"events": events, "other": other}))
     open_stream(server, get("/events/a/b?x=1"))
     guarded = get("/other?lastEventId=1")
-    guarded.identities["authn_jwt"] = Identity("alice", frozenset({"proxy:stream"}))
+    alice = Identity("alice", frozenset({"proxy:stream"}))
+    guarded = dataclasses.replace(guarded, identities={"authn_jwt": alice})
     open_stream(server, guarded)
     assert len(events.subscriptions) == 1
     assert len(other.subscriptions) == 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import re
 import struct
 
@@ -98,7 +99,7 @@ def _setting_name(code: int) -> str:
 
 
 def as_stream_one(request: Request) -> Request:
-    """The upgraded request as HTTP/2 stream 1: version ``2``, hop-by-hop headers dropped."""
-    request.version = "2"
-    request.headers = {k: v for k, v in request.headers.items() if k not in HOP_BY_HOP}
-    return request
+    """The upgraded request as HTTP/2 stream 1 (a copy): version ``2``, hop-by-hop headers
+    dropped."""
+    headers = {k: v for k, v in request.headers.items() if k not in HOP_BY_HOP}
+    return dataclasses.replace(request, version="2", headers=headers)

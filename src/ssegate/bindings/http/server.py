@@ -1,29 +1,39 @@
 """The ``http`` server binding: one request at a time from HTTP/1.1 or HTTP/2 to its route's exit.
 
 :func:`build` resolves everything once at start-up: the compiled routes, the CORS policy, the
-versions offered, and the handler behind every route's exit. :meth:`HttpServer.dispatch` is the
-one place a request is decided: a CORS preflight is answered here, a refused origin gets 403,
-then ``options.authorization`` looks up each guard's credentials (cookie, header, query) and
-leaves what the guard (:class:`~ssegate.contract.guard.Guard`, whatever its type) made of them in
-``request.identities`` (credentials their guard may accept once refreshed, such as a token whose
-``kid`` is unknown, wait for the guard's bounded refresh without blocking the connection). A
-challenge answer (``POST``, ``content-type: application/x-challenge-response``) is answered
-then, before any route, as Zilla does: the fresh token extends the streams its guard keeps
-authorized (:mod:`ssegate.guards.streams`), 204, or the answer is 401/403 with the reason.
-Routes are then tried in order: the first whose ``when`` matches and whose ``guarded`` accepts
-the identities (role expressions evaluated for this request) answers, on a stream that adds the
-CORS response headers, and its guards keep authorized the stream the request opens; when routes
-matched but only their guards refused, the answer is 401 (no credentials) or 403 (bad
-credentials, missing roles) with ``www-authenticate``; no route is 404. The route's exit gets
-the request with ``options.overrides`` set on it (:mod:`ssegate.bindings.http.overrides`), and
-only once it is held to ``options.requests`` (:mod:`ssegate.bindings.http.requests`): one that
-fails its rule is answered 400 (413 for a body too large to check) naming what failed and the
-rule's config path, logged, counted in ``http.requests.invalid``, and never handed to the exit.
-Bodies arrive complete (the protocols buffer them up to ``HttpLimits.max_body_bytes``), so
-``content`` is checked before the exit sees the request. A handler that raises becomes a 500 and
-one log line, and so does any other exception on the way (a guard that fails other than by
-refusing the token, say): nothing a request causes escapes into the connection's protocol
-callbacks. Every exchange is measured and logged when its stream closes.
+versions offered, and the handler behind every route's exit. :meth:`HttpServer.answer` is the
+one place a request is decided, one coroutine that takes the steps in order. A CORS preflight
+is answered here, a refused origin gets 403. Then ``options.authorization`` looks up each
+guard's credentials (cookie, header, query) and passes on a request whose ``identities`` say
+what the guard (:class:`~ssegate.contract.guard.Guard`, whatever its type) made of them
+(credentials their guard may accept once refreshed, such as a token whose ``kid`` is unknown,
+wait for the guard's bounded refresh without blocking the connection). A challenge answer
+(``POST``, ``content-type: application/x-challenge-response``) is answered then, before any
+route, as Zilla does: the fresh token extends the streams its guard keeps authorized
+(:mod:`ssegate.guards.streams`), 204, or the answer is 401/403 with the reason. Routes are then
+tried in order: the first whose ``when`` matches and whose ``guarded`` accepts the identities
+(role expressions evaluated for this request) answers, on a stream that adds the CORS response
+headers (:mod:`ssegate.bindings.http.observed`), and its guards keep authorized the stream the
+request opens; when routes matched but only their guards refused, the answer is 401 (no
+credentials) or 403 (bad credentials, missing roles) with ``www-authenticate``; no route is
+404. The route's exit gets the request with its parameters and ``options.overrides`` set on it
+(:mod:`ssegate.bindings.http.overrides`), and only once it is held to ``options.requests``
+(:mod:`ssegate.bindings.http.requests`): one that fails its rule is answered 400 (413 for a
+body too large to check) naming what failed and the rule's config path, logged, counted in
+``http.requests.invalid``, and never handed to the exit. Bodies arrive complete (the protocols
+buffer them up to ``HttpLimits.max_body_bytes``), so ``content`` is checked before the exit
+sees the request. A handler that raises becomes a 500 and one log line, and so does any other
+exception on the way (a guard that fails other than by refusing the token, say): nothing a
+request causes escapes into the connection's protocol callbacks. Every exchange is measured
+and logged when its stream closes.
+
+A request is never changed once built (:class:`~ssegate.contract.exchange.Request` is frozen):
+each step that learns something passes on a copy that says it, and the exchange is measured and
+logged as the request arrived. :meth:`HttpServer.dispatch` runs the coroutine eagerly
+(:mod:`ssegate.host.eager`): a request that waits for nothing, nearly all, is answered within
+the call that parsed it, inside the loop turn's budget for new requests
+(:mod:`ssegate.host.turns`); one that waits for a key refresh or for the other processes'
+replies to a challenge answer goes on when they are done, again within the budget.
 """
 
 from __future__ import annotations
@@ -34,6 +44,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ssegate.bindings.http.challenge import (
+    GuardCredentials,
+    answer_challenge,
+    challenge_outcomes,
+    pending,
+)
 from ssegate.bindings.http.connection import (
     ALL_VERSIONS,
     ConnectionRegistry,
@@ -41,23 +57,19 @@ from ssegate.bindings.http.connection import (
 )
 from ssegate.bindings.http.cors import AccessControl
 from ssegate.bindings.http.h2_floods import FrameBudgets
+from ssegate.bindings.http.observed import ObservedStream
 from ssegate.bindings.http.overrides import HeaderOverrides
-from ssegate.bindings.http.routing import HttpRoutes, RouteMatch
+from ssegate.bindings.http.routing import HttpRoutes
 from ssegate.bindings.http.types import HttpLimits
 from ssegate.config.model import Binding
-from ssegate.contract.exchange import (
-    DirectSocket,
-    HttpHandler,
-    Request,
-    ResponseStream,
-    simple_response,
-)
-from ssegate.contract.guard import Answered, Guard, RelayedAnswer
-from ssegate.contract.identity import CredentialsRejected, Identity
+from ssegate.contract.exchange import HttpHandler, Request, ResponseStream, simple_response
+from ssegate.contract.guard import Guard
+from ssegate.contract.identity import Authorization, CredentialsRejected
 from ssegate.engine.context import BuildContext, ExitKind
-from ssegate.guards import Refusal, answer_refusal, check_guarded
+from ssegate.guards import Refusal, answer_refusal
 from ssegate.guards.credentials import CredentialsLookup
 from ssegate.guards.streams import is_challenge_answer
+from ssegate.host.eager import run_eagerly
 from ssegate.host.turns import TurnBudget, shared_turns
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
@@ -65,76 +77,7 @@ from ssegate.telemetry.metrics import SIZE_BUCKETS, Metrics
 if TYPE_CHECKING:
     from ssegate.bindings.http.requests import RequestProblem, RequestRules
 
-
-class ObservedStream:
-    """A handler's view of a response: adds CORS headers and counts what is sent."""
-
-    def __init__(self, stream: ResponseStream, request: Request, access: AccessControl) -> None:
-        self._stream = stream
-        self._request = request
-        self._access = access
-        self.status = 0
-        self._sent = 0
-        self._direct: DirectSocket | None = None
-        """The socket handed out for direct writes (one per response), whose bytes count too."""
-        self.cors = True
-        """False for answers that carry their own CORS headers (preflights)."""
-
-    @property
-    def headers_sent(self) -> bool:
-        return self.status != 0
-
-    @property
-    def sent_bytes(self) -> int:
-        """Body bytes sent, through the stream and directly to its socket."""
-        direct = self._direct
-        return self._sent + (direct.sent if direct is not None else 0)
-
-    def send_headers(
-        self, status: int, headers: list[tuple[str, str]], *, end: bool = False
-    ) -> None:
-        if self.status:
-            return
-        self.status = status
-        extra = self._access.response_headers(self._request, headers) if self.cors else []
-        self._stream.send_headers(status, [*headers, *extra] if extra else headers, end=end)
-
-    def send_data(self, data: bytes, *, end: bool = False) -> None:
-        if not self.status:
-            self.send_headers(200, [])
-        self._sent += len(data)
-        self._stream.send_data(data, end=end)
-
-    def reset(self) -> None:
-        self._stream.reset()
-
-    def abort(self, connection_limit: int) -> None:
-        self._stream.abort(connection_limit)
-
-    @property
-    def buffered(self) -> int:
-        return self._stream.buffered
-
-    @property
-    def unsent(self) -> int:
-        return self._stream.unsent
-
-    @property
-    def closed(self) -> bool:
-        return self._stream.closed
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        self._stream.on_close(callback)
-
-    def direct_socket(self) -> DirectSocket | None:
-        direct = self._stream.direct_socket()
-        if direct is not None:
-            self._direct = direct
-        return direct
-
-    def on_drain(self, callback: Callable[[], None]) -> None:
-        self._stream.on_drain(callback)
-
+__all__ = ["HTTP_HANDLER", "GuardCredentials", "HttpServer", "ObservedStream", "build"]
 
 HTTP_HANDLER: ExitKind[HttpHandler] = ExitKind(
     HttpHandler,
@@ -142,17 +85,6 @@ HTTP_HANDLER: ExitKind[HttpHandler] = ExitKind(
     " an asyncapi server)",
 )
 """What an http server route exits to."""
-
-
-class GuardCredentials:
-    """One entry of ``options.authorization``: a built guard and where its credentials are."""
-
-    __slots__ = ("guard", "lookup", "name")
-
-    def __init__(self, name: str, guard: Guard, lookup: CredentialsLookup) -> None:
-        self.name = name
-        self.guard = guard
-        self.lookup = lookup
 
 
 class HttpServer:
@@ -210,54 +142,77 @@ class HttpServer:
         self.connections.close_all()
 
     def dispatch(self, request: Request, body: bytes, stream: ResponseStream) -> None:
-        """Answer one request, within the loop turn's budget for new requests or in a later
-        turn (:mod:`ssegate.host.turns`); never raises (an unexpected exception is a 500 and
-        a log line). A request whose stream closed while it waited is not answered."""
+        """Answer one request: :meth:`answer`, run eagerly (:mod:`ssegate.host.eager`) within
+        the loop turn's budget for new requests or in a later turn (:mod:`ssegate.host.turns`).
+        Never raises."""
         observed = ObservedStream(stream, request, self.access)
         self._measure(request, body, observed)
-
-        def answer() -> None:
-            if not observed.closed:
-                self._answer_safely(
-                    request, observed, lambda: self._decide(request, body, observed)
-                )
-
-        if not self.turns.run(answer):
+        if not run_eagerly(self.turns, lambda: self.answer(request, body, observed)):
             self.metrics.inc("ssegate.http.requests.deferred", self.name)
 
-    def _decide(self, request: Request, body: bytes, observed: ObservedStream) -> None:
-        preflight = self.access.preflight(request)
-        if preflight is not None:
-            status, headers = preflight
-            observed.cors = False
-            simple_response(observed, status, headers=headers)
-            return
-        if not self.access.allows_request(request):
-            simple_response(observed, 403, b"origin not allowed\n")
-            return
-        waiting = self._authorize(request, may_wait=True)
-        if waiting is None:
-            self._answer_or_route(request, body, observed)
-            return
-
-        def resume() -> None:
-            self._authorize(request, may_wait=False)
-            self._answer_or_route(request, body, observed)
-
-        def keys_fetched(_: object) -> None:
-            if not observed.closed:
-                self._answer_safely(request, observed, resume)
-
-        waiting.add_done_callback(keys_fetched)
-
-    def _answer_safely(
-        self, request: Request, observed: ObservedStream, step: Callable[[], None]
-    ) -> None:
-        """Run ``step``; an exception it lets out (a failing guard, say) answers 500."""
+    async def answer(self, arrived: Request, body: bytes, observed: ObservedStream) -> None:
+        """Decide the request that ``arrived`` step by step, as the module docstring tells;
+        each step that learns something passes on a copy of the request that says it. A
+        request whose stream closed while it waited is not answered; an exception on the way
+        is a 500 and a log line."""
+        request = arrived
         try:
-            step()
+            if observed.closed:
+                return
+            preflight = self.access.preflight(request)
+            if preflight is not None:
+                observed.cors = False
+                simple_response(observed, preflight[0], headers=preflight[1])
+                return
+            if not self.access.allows_request(request):
+                simple_response(observed, 403, b"origin not allowed\n")
+                return
+            identities: dict[str, Authorization] = dict(request.identities)
+            for entry in self.authorization:
+                credentials = entry.lookup.find(request)
+                if credentials is None:
+                    continue
+                outcome = entry.guard.authorize(credentials)
+                if isinstance(outcome, CredentialsRejected) and outcome.refreshable:
+                    refresh = entry.guard.refresh()  # keys to fetch first, bounded by the guard
+                    if refresh is not None:
+                        await asyncio.wait((refresh,))  # whatever its outcome
+                        if observed.closed:
+                            return
+                        outcome = entry.guard.authorize(credentials)
+                identities[entry.name] = self._established(entry, outcome, request)
+            request = dataclasses.replace(
+                request, identities=identities, credentials_hints=self.credentials_hints
+            )
+            if self.authorization and is_challenge_answer(request.method, request.headers):
+                outcomes = challenge_outcomes(
+                    self.authorization, self.guards, request, observed, self.name
+                )
+                if outcomes is None:
+                    return
+                waiting = pending(outcomes)
+                if waiting:  # the other processes' replies
+                    await asyncio.gather(*waiting)
+                    if observed.closed:
+                        return
+                answer_challenge(outcomes, request, observed, self.name)
+                return
+            routed = self._route(request, observed)
+            if routed is None:
+                return
+            request, handler, exit_name = routed
+            if self.overrides is not None:
+                request = self.overrides.apply(request)
+            problem = None if self.requests is None else self.requests.check(request, body)
+            if problem is not None:
+                self._refuse_invalid(request, problem, observed)
+                return
+            try:
+                handler.handle(request, body, observed)
+            except Exception as exc:
+                self._fail(request, observed, exc, "http.handler_failed", exit=exit_name)
         except Exception as exc:
-            self._fail(request, observed, exc, "http.dispatch_failed")
+            self._fail(arrived, observed, exc, "http.dispatch_failed")
 
     def _fail(
         self,
@@ -281,108 +236,49 @@ class HttpServer:
         elif not observed.closed:
             simple_response(observed, 500, b"internal error\n")
 
-    def _answer_or_route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
-        if self.authorization and is_challenge_answer(request.method, request.headers):
-            self._answer_challenge(request, observed)
-        else:
-            self._route(request, body, observed)
-
-    def _answer_challenge(self, request: Request, observed: ObservedStream) -> None:
-        """A challenge answer, before any route: the fresh token extends the streams its guard
-        keeps authorized (204), or the answer says why not (401/403). An HTTP/1.1 answer also
-        reaches the other processes sharing the listening address (:mod:`ssegate.guards.relay`)
-        and is decided once they replied."""
-        http2 = request.version == "2"
-        outcomes: list[tuple[GuardCredentials, asyncio.Future[RelayedAnswer] | Answered]] = []
-        for entry in self.authorization:
-            refusal = check_guarded(request.identities, {entry.name: ()}, self.guards)
-            fresh = request.identities.get(entry.name)
-            if refusal is not None:
-                answer_refusal(observed, refusal, binding=self.name, request=request)
-                return
-            if not isinstance(fresh, Identity):  # cannot be: check_guarded found an identity
-                continue
-            here = entry.guard.streams.answer(
-                fresh, connection_id=request.connection_id, http2=http2
+    def _established(
+        self, entry: GuardCredentials, outcome: Authorization, request: Request
+    ) -> Authorization:
+        """``outcome`` of ``entry``'s credentials, counted and logged when the guard rejected
+        them (the credentials themselves are never logged)."""
+        if isinstance(outcome, CredentialsRejected):
+            self.metrics.inc("ssegate.guard.rejected", self.name)
+            log.warning(
+                "http.credentials_rejected",
+                binding=self.name,
+                guard=entry.name,
+                reason=outcome.reason,
+                path=request.path,
+                remote=request.remote,
             )
-            relay = entry.guard.streams.relay
-            token = entry.lookup.find(request)
-            if http2 or relay is None or token is None:
-                outcomes.append((entry, here))
-            else:
-                outcomes.append((entry, relay.relay(entry.name, token, fresh, here)))
-        waiting = [o for _, o in outcomes if isinstance(o, asyncio.Future) and not o.done()]
-        if not waiting:
-            self._answered(request, observed, outcomes)
-            return
+        return outcome
 
-        def replied(_: object) -> None:
-            if not observed.closed:
-                self._answer_safely(
-                    request, observed, lambda: self._answered(request, observed, outcomes)
-                )
-
-        asyncio.gather(*waiting).add_done_callback(replied)
-
-    def _answered(
-        self,
-        request: Request,
-        observed: ObservedStream,
-        outcomes: list[tuple[GuardCredentials, asyncio.Future[RelayedAnswer] | Answered]],
-    ) -> None:
-        """204 when every guard's token extended a stream somewhere, else the first refusal."""
-        extended = relayed = 0
-        for entry, outcome in outcomes:
-            done = outcome.result() if isinstance(outcome, asyncio.Future) else outcome
-            if not done.extended:
-                refusal = Refusal(
-                    403,
-                    entry.name,
-                    done.reason or "nothing to extend",
-                    "invalid_token",
-                    scheme=entry.guard.scheme,
-                )
-                answer_refusal(observed, refusal, binding=self.name, request=request)
-                return
-            extended += done.extended
-            relayed += done.relayed if isinstance(done, RelayedAnswer) else 0
-        log.event(
-            "guard.authorization_extended",
-            binding=self.name,
-            streams=extended,
-            elsewhere=relayed,
-            remote=request.remote,
-        )
-        simple_response(observed, 204)
-
-    def _route(self, request: Request, body: bytes, observed: ObservedStream) -> None:
-        match: RouteMatch | None = None
+    def _route(
+        self, request: Request, observed: ObservedStream
+    ) -> tuple[Request, HttpHandler, str] | None:
+        """The first route that matches and whose guards admit ``request``: the request to
+        pass on (with the route's parameters and guards), the exit's handler and name; else
+        ``None``, answered 401/403 (routes matched, only their guards refused) or 404."""
         refusal: Refusal | None = None
         for candidate in self.routes.candidates(request):
-            refused = candidate.guards.admit(request, self.guards)
+            admitted, refused = candidate.guards.admit(request, self.guards)
             if refused is None:
-                match = candidate
-                break
+                exit_name = candidate.route.exit or ""
+                handler = self.handlers.get(exit_name)
+                if handler is None:
+                    break  # admitted by a route that exits nowhere: no route
+                return (
+                    dataclasses.replace(admitted, params=dict(candidate.params)),
+                    handler,
+                    exit_name,
+                )
             refusal = refusal or refused
-        if match is None and refusal is not None:
-            answer_refusal(observed, refusal, binding=self.name, request=request)
-            return
-        handler = None if match is None else self.handlers.get(match.route.exit or "")
-        if match is None or handler is None:
-            simple_response(observed, 404, b"no route\n")
-            return
-        request.params = dict(match.params)
-        if self.overrides is not None:
-            request = self.overrides.apply(request)
-        if self.requests is not None:
-            problem = self.requests.check(request, body)
-            if problem is not None:
-                self._refuse_invalid(request, problem, observed)
-                return
-        try:
-            handler.handle(request, body, observed)
-        except Exception as exc:
-            self._fail(request, observed, exc, "http.handler_failed", exit=match.route.exit)
+        else:
+            if refusal is not None:
+                answer_refusal(observed, refusal, binding=self.name, request=request)
+                return None
+        simple_response(observed, 404, b"no route\n")
+        return None
 
     def _refuse_invalid(
         self, request: Request, problem: RequestProblem, observed: ObservedStream
@@ -398,36 +294,6 @@ class HttpServer:
             remote=request.remote,
         )
         simple_response(observed, problem.status, f"{problem.message}\n".encode())
-
-    def _authorize(self, request: Request, *, may_wait: bool) -> asyncio.Future[None] | None:
-        """Fill ``request.identities`` from the configured guards' credentials.
-
-        Returns a guard's refresh to wait for (then call again with ``may_wait=False``) when
-        it rejected credentials it may accept once refreshed (a token naming a ``kid`` it does
-        not hold yet); else ``None``. The credentials themselves are never logged.
-        """
-        request.credentials_hints = self.credentials_hints
-        for entry in self.authorization:
-            credentials = entry.lookup.find(request)
-            if credentials is None:
-                continue
-            outcome = entry.guard.authorize(credentials)
-            if isinstance(outcome, CredentialsRejected):
-                if outcome.refreshable and may_wait:
-                    waiting = entry.guard.refresh()
-                    if waiting is not None:
-                        return waiting
-                self.metrics.inc("ssegate.guard.rejected", self.name)
-                log.warning(
-                    "http.credentials_rejected",
-                    binding=self.name,
-                    guard=entry.name,
-                    reason=outcome.reason,
-                    path=request.path,
-                    remote=request.remote,
-                )
-            request.identities[entry.name] = outcome
-        return None
 
     def _measure(self, request: Request, body: bytes, observed: ObservedStream) -> None:
         metrics, name = self.metrics, self.name

@@ -148,6 +148,7 @@ class DownstreamStream:
         "keepalive",
         "last_id",
         "remote",
+        "request",
         "stalled_since",
         "subscription",
         "sweep_period",
@@ -192,6 +193,8 @@ class DownstreamStream:
         self.remote = remote
         self.subscription: Subscription | None = None
         self.authorization: StreamAuthorization | None = None
+        self.request: Request | None = None
+        """The request as the source's guarded route admitted it (:meth:`admitted`)."""
 
     # -- SseSink ----------------------------------------------------------------------------
 
@@ -252,6 +255,9 @@ class DownstreamStream:
         if self._state == _PENDING:
             self.open()
         self._write(data)
+
+    def admitted(self, request: Request) -> None:
+        self.request = request
 
     def direct_socket(self) -> DirectSocket | None:
         """The socket a group write may send this open stream's chunks to itself
@@ -555,7 +561,7 @@ class SseServer:
         if route is None:
             simple_response(stream, 404)
             return
-        refusal = route.guarded.admit(request, self.guards)
+        request, refusal = route.guarded.admit(request, self.guards)
         if refusal is not None:
             self.metrics.inc("stream.errors.sent", self.name)
             answer_refusal(stream, refusal, binding=self.name, request=request)
@@ -575,6 +581,7 @@ class SseServer:
             subscription.cancel()
             return
         sink.subscription = subscription
+        request = sink.request or request
         grants = [
             (guard, grant)
             for name, guard in request.authorized_by.items()

@@ -63,7 +63,7 @@ from ssegate.contract.exchange import Request
 from ssegate.contract.guard import Guard
 from ssegate.engine.context import BuildContext, ExitKind
 from ssegate.engine.templates import MissingTemplateValue, Template
-from ssegate.guards.guarded import Guarded
+from ssegate.guards.guarded import AdmissionRecord, Guarded
 from ssegate.kafka.times import TopicTimes
 from ssegate.kafka.topics import DefaultOffset, TopicSource, UnknownTopic
 from ssegate.models.topics import ValueView
@@ -157,9 +157,11 @@ class SseKafkaProxy:
         last_event_id: str | None,
         sink: SseSink,
     ) -> Subscription:
-        refusal = route.guarded.admit(request, self.guards)
+        request, refusal = route.guarded.admit(request, self.guards)
         if refusal is not None:
             return self._refuse(sink, refusal.status, refusal.body(request), request)
+        if route.guarded and isinstance(sink, AdmissionRecord):
+            sink.admitted(request)
         start: dict[int, int] = {}
         if last_event_id is not None:
             try:
