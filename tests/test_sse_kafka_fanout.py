@@ -315,14 +315,15 @@ def dechunk(data: bytes) -> bytes:
     return body
 
 
-def test_a_client_whose_window_shuts_is_held_at_once_and_sent_everything_once_it_reads(
+def test_a_client_whose_window_shuts_stops_at_once_and_gets_everything_once_it_reads(
     gateway: Gateway,
 ) -> None:
     """A client that stops reading (a 4 KiB receive buffer) and one that reads, on one topic.
     40 messages of 1 KB are far under the 64 KiB stall mark, but past the client's window and
     the few KiB its socket's kernel takes unsent (``SEND_LOW_WATER``): the group write that the
-    kernel refuses holds the stream at once, and the Kafka cache server counts one subscriber
-    less. Once the client reads, it gets every event, in order, once, and counts again."""
+    kernel refuses stops the stream at once (it leaves its cohort, nothing is kept for it), and
+    the Kafka cache server counts one subscriber less. Once the client reads, it goes on from the
+    partition cache: every event, in order, once, with the same ids, and it counts again."""
     topic = gateway.topics["window"]
     subscribers = SUBSCRIBERS.format(topic=topic)
     values = [(0, b"%d:" % i + b"x" * 1000) for i in range(40)]
@@ -336,7 +337,7 @@ def test_a_client_whose_window_shuts_is_held_at_once_and_sent_everything_once_it
             await gateway.until_metric(subscribers, 2)
             await loop.run_in_executor(None, produce, gateway.bootstrap, topic, values)
             await until(lambda: len(reader.events) >= len(values))
-            await gateway.until_metric(subscribers, 1, within=5)  # held: its window is shut
+            await gateway.until_metric(subscribers, 1, within=5)  # stopped: its window is shut
             received = b""
             events: list[SseEvent] = []
             deadline = time.monotonic() + 20

@@ -195,7 +195,7 @@ def test_a_record_with_traceparent_is_delivered_under_its_producers_span_stage_b
     assert traced["-> messaging.destination.name"] == f"Str({topic})"
     assert traced["-> messaging.destination.partition.id"] == "Str(0)"
     assert traced["-> ssegate.streams.written"] == "Int(1)"
-    assert traced["-> ssegate.streams.held"] == "Int(0)"
+    assert traced["-> ssegate.streams.stalled"] == "Int(0)"
     assert traced["-> ssegate.binding"] == "Str(south_kafka_cache_server)"
     stages = {
         span["Name"]: span

@@ -106,7 +106,7 @@ def test_a_write_reports_its_reach_to_the_records_it_carried_through_the_filter(
     trace.written(messages, None, (3, 1, 0), 100, 200)
     trace.written([messages[1], messages[3]], None, (1, 0, 1), 210, 220)  # an offered subset
     trace.written(messages, lambda m: m.offset == 12, (5, 0, 0), 230, 240)
-    reached = {r.offset: (r.writes, r.streams, r.held, r.dropped) for r in trace.records}
+    reached = {r.offset: (r.writes, r.streams, r.stalled, r.dropped) for r in trace.records}
     assert reached == {10: (1, 3, 1, 0), 11: (2, 4, 1, 1), 12: (2, 8, 1, 0), 13: (2, 4, 1, 1)}
     first = trace.records[2]
     assert (first.first_write_ns, first.last_write_ns) == (100, 240)
@@ -150,7 +150,7 @@ def record(writes: int = 2) -> RecordTrace:
         fetched_ns=1_700_000_000_010_000_000, fanout_ns=1_700_000_000_012_000_000,
         batch_messages=5, done_ns=1_700_000_000_015_000_000,
         first_write_ns=1_700_000_000_013_000_000, last_write_ns=1_700_000_000_014_000_000,
-        writes=writes, streams=7, held=1, dropped=0,
+        writes=writes, streams=7, stalled=1, dropped=0,
     )  # fmt: skip
 
 
@@ -183,7 +183,7 @@ def test_a_delivery_is_a_consumer_span_under_the_producer_with_a_child_per_stage
         "messaging.kafka.offset": 42,
         "ssegate.binding": "south_kafka_cache_server",
         "ssegate.streams.written": 7,
-        "ssegate.streams.held": 1,
+        "ssegate.streams.stalled": 1,
         "ssegate.streams.dropped": 0,
         "ssegate.batch.messages": 5,
         "ssegate.record.age_ms": 15,

@@ -112,11 +112,8 @@ class TopicSubscription(Protocol):
     def cancel(self) -> None: ...
 
     def carry(self, streams: int) -> None:
-        """The listener writes each batch to ``streams`` downstream streams (1 unless told;
-        a stream whose client stopped reading, written once per sweep tick, is not counted):
-        the source counts each as a subscriber. A listener that carries no stream is not
-        replayed to: its replay stops where it is, and goes on from there (or catches up, if
-        the cache let that go meanwhile) once it carries a stream again."""
+        """The listener writes each batch to ``streams`` downstream streams (1 unless told: a
+        cohort's leader writes its members'): the source counts each as a subscriber."""
 
 
 class TopicSource(Protocol):

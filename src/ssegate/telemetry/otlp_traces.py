@@ -8,8 +8,8 @@ use (:mod:`~.otlp_messages`):
   named one. Attributes: ``messaging.system`` (``kafka``), ``messaging.destination.name``
   (the topic), ``messaging.destination.partition.id``, ``messaging.kafka.offset``,
   ``ssegate.binding`` (the cache server), ``ssegate.streams.written``,
-  ``ssegate.streams.held`` and ``ssegate.streams.dropped`` (the streams the record reached,
-  found held back because their client reads nothing, or closed as too slow),
+  ``ssegate.streams.stalled`` and ``ssegate.streams.dropped`` (the streams the record reached,
+  those of them whose client the write found not reading, and those closed as too slow),
   ``ssegate.batch.messages`` and, when the record has a timestamp, ``ssegate.record.age_ms``
   (from that timestamp to the end of the delivery: the producer's clock, or the broker's).
 - its children, one per stage, so a trace view draws where the time went as bars:
@@ -49,7 +49,7 @@ def _attribute(key: str, value: str | int) -> KeyValue:
 def _reach(record: RecordTrace) -> list[KeyValue]:
     return [
         _attribute("ssegate.streams.written", record.streams),
-        _attribute("ssegate.streams.held", record.held),
+        _attribute("ssegate.streams.stalled", record.stalled),
         _attribute("ssegate.streams.dropped", record.dropped),
     ]
 

@@ -11,8 +11,8 @@ stages report to it through small hooks:
 - **fan-out**: the cache server calls :meth:`DeliveryTraces.begin` as it starts handing a live
   batch to the topic's subscribers and :meth:`DeliveryTraces.finish` once it has;
 - **write**: in between, each subscriber or cohort that writes part of the batch reports the
-  write through :meth:`BatchTrace.written`: the streams it reached, held back (a client that
-  reads nothing) or dropped (a slow client closed).
+  write through :meth:`BatchTrace.written`: the streams it reached, those whose client the write
+  found not reading (stalled: its source stops writing to it) or dropped (a slow client closed).
 
 Which records are traced is decided per batch, at :meth:`~DeliveryTraces.begin` (rule):
 
@@ -100,8 +100,9 @@ class RecordTrace:
     """Writes that carried it: one per subscriber alone, one per cohort."""
     streams: int = 0
     """Streams whose socket (or its transport's buffer) it reached."""
-    held: int = 0
-    """Streams whose client reads nothing: it waits in their hold."""
+    stalled: int = 0
+    """Streams it reached whose client the write found not reading: it waits in their
+    connection, and their source writes them no more until they read again."""
     dropped: int = 0
     """Streams closed as too slow by the write that carried it."""
 
@@ -121,7 +122,7 @@ class BatchTrace:
         ended_ns: int,
     ) -> None:
         """A write of ``messages`` (offsets ascending, one partition) through a filter that
-        ``accepts`` them (``None``: every one) reached ``(streams, held, dropped)``."""
+        ``accepts`` them (``None``: every one) reached ``(streams, stalled, dropped)``."""
         if not messages:
             return
         low, high = messages[0].offset, messages[-1].offset
@@ -138,7 +139,7 @@ class BatchTrace:
             record.writes += 1
             record.last_write_ns = ended_ns
             record.streams += reach[0]
-            record.held += reach[1]
+            record.stalled += reach[1]
             record.dropped += reach[2]
 
 

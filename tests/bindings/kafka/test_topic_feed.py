@@ -113,8 +113,9 @@ def test_a_replay_reads_chunks_of_a_bounded_size() -> None:
 
 
 class StallingListener(RecordingListener):
-    """A listener whose client stops reading at its ``stall_after``-th delivery: its stream
-    stalls inside the write, and tells its subscription so (as a subscriber's sink does)."""
+    """A listener whose client stops reading at its ``stall_after``-th delivery: as a
+    subscriber does, it cancels its subscription inside the write, and subscribes again from
+    its progress once its client reads again (:meth:`resume`)."""
 
     def __init__(self, stall_after: int) -> None:
         super().__init__()
@@ -124,35 +125,39 @@ class StallingListener(RecordingListener):
     def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
         super().on_messages(messages)
         if self.calls == self.stall_after and self.subscription is not None:
-            self.subscription.carry(0)
+            self.subscription.cancel()
+
+    def resume(self, topic: TopicFeed) -> Subscription:
+        self.subscription = topic.subscribe(self, {0: self.offsets(0)[-1] + 1}, "historical")
+        return self.subscription
 
 
 def test_a_replay_to_a_client_that_reads_nothing_stops_and_goes_on_from_there() -> None:
     topic, steps, _ = paced_feed()
     topic.on_fetched(large(0, 99))
     listener = StallingListener(stall_after=2)
-    subscription = listener.subscription = topic.subscribe(listener, {}, "historical")
+    listener.subscription = topic.subscribe(listener, {}, "historical")
     steps.run()
     assert listener.offsets(0) == list(range(8))  # two chunks, then nothing more is read
-    assert subscription.parked == [subscription.cursors[0]] and not steps.waiting
+    assert not steps.waiting and not topic.subscriptions
 
-    subscription.carry(1)  # it reads again
+    listener.resume(topic)  # it reads again
     steps.run()
     assert listener.offsets(0) == list(range(100))  # the rest, in order, once each
-    assert listener.live == [(0, 100)] and not subscription.parked
+    assert listener.live == [(0, 100)]
 
 
 def test_a_stopped_replay_whose_history_the_cache_let_go_catches_up_from_the_broker() -> None:
     topic, steps, catch_ups = paced_feed(max_bytes=40 * (REPLAY_CHUNK_BYTES // 4 + 300))
     topic.on_fetched(large(0, 39))
     listener = StallingListener(stall_after=1)
-    subscription = listener.subscription = topic.subscribe(listener, {}, "historical")
+    listener.subscription = topic.subscribe(listener, {}, "historical")
     steps.run()
     assert listener.offsets(0) == [0, 1, 2, 3]
     topic.on_fetched(large(40, 59))  # the cache lets offsets 0-19 go
     assert topic.partitions[0].cache.start_offset > 4
 
-    subscription.carry(1)
+    listener.resume(topic)
     steps.run()
     assert catch_ups == [(0, 4)]  # from where it stopped, not from the cache's start
     assert listener.offsets(0) == [0, 1, 2, 3]

@@ -303,3 +303,41 @@ def test_in_step_members_of_an_opened_fanout_are_written_as_one_group() -> None:
     fanout.deliver([SseEvent("message", "c", "8")])
     assert early.encoded.endswith(b"id:8\ndata:c\n\n") and late.encoded == b"id:8\ndata:c\n\n"
     assert not behind.encoded.endswith(b"id:8\ndata:c\n\n")
+
+
+def test_a_member_whose_client_stops_reading_is_written_what_it_missed_once_it_reads() -> None:
+    fanout = UpstreamFanout("", lambda: None)
+    reading, stopped, checked = RecordingSink(), RecordingSink(), RecordingSink(validates=True)
+    members = [fanout.add(sink, "") for sink in (reading, stopped, checked)]
+    fanout.open()
+    fanout.deliver([SseEvent("message", "a", "1")])
+    members[1].pace(True)
+    members[2].pace(True)
+    assert not members[1].grouped
+    fanout.deliver([SseEvent("message", "b", "2")])
+    fanout.deliver([SseEvent("message", "c", "3")])
+    assert stopped.encoded == b"id:1\ndata:a\n\n"  # nothing more while it reads nothing
+    assert len(fanout._log) == 2  # kept once for both stopped members
+    members[1].pace(False)
+    assert stopped.encoded == reading.encoded  # what it missed, in order, then with the others
+    assert members[1].grouped
+    members[2].pace(False)  # a checking sink gets its missed items one by one, checked
+    assert [call[0] for call in checked.calls] == ["a", "b", "c"]
+    assert len(fanout._log) == 0  # nobody is owed anything: the log keeps nothing
+    fanout.deliver([SseEvent("message", "d", "4")])
+    assert stopped.encoded == reading.encoded
+
+
+def test_a_stopped_member_that_leaves_releases_its_place_and_one_that_ends_gets_its_due() -> None:
+    fanout = UpstreamFanout("", lambda: None)
+    gone, ending = RecordingSink(), RecordingSink()
+    members = [fanout.add(sink, "") for sink in (gone, ending)]
+    fanout.open()
+    members[0].pace(True)
+    fanout.deliver([SseEvent("message", "a", "1")])
+    members[0].cancel()
+    assert len(fanout._log) == 0
+    members[1].pace(True)
+    fanout.deliver([SseEvent("message", "b", "2")])
+    fanout.end()  # the upstream ended: what it missed goes first
+    assert ending.encoded == b"id:1\ndata:a\n\nid:2\ndata:b\n\n"

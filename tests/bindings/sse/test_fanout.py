@@ -82,17 +82,11 @@ class ChunkedStream:
             callback()
 
 
-class Sinks:
-    """An sse source that keeps every sink it is given; subscriptions do nothing."""
+class Paces:
+    """One sink's subscription: it records what its stream tells it."""
 
     def __init__(self) -> None:
-        self.sinks: list[DownstreamStream] = []
-
-    def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Sinks:
-        assert isinstance(sink, DownstreamStream)
-        sink.open()
-        self.sinks.append(sink)
-        return self
+        self.told: list[bool] = []
 
     def cancel(self) -> None:
         pass
@@ -101,7 +95,22 @@ class Sinks:
         return None
 
     def pace(self, stalled: bool) -> None:
-        pass
+        self.told.append(stalled)
+
+
+class Sinks:
+    """An sse source that keeps every sink it is given, and each one's subscription."""
+
+    def __init__(self) -> None:
+        self.sinks: list[DownstreamStream] = []
+        self.paces: list[Paces] = []
+
+    def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Paces:
+        assert isinstance(sink, DownstreamStream)
+        sink.open()
+        self.sinks.append(sink)
+        self.paces.append(Paces())
+        return self.paces[-1]
 
 
 @pytest.fixture
@@ -121,6 +130,10 @@ class Group:
     """What the http server hands the sse server: each stream, counting what it sends."""
     sinks: SinkGroup[int]
     sweep: StreamSweep
+    source: Sinks
+
+    def sinks_of(self) -> list[DownstreamStream]:
+        return self.source.sinks
 
 
 def group_of(fds: list[int | None], *, keepalive: float = 0, max_buffered: int = 1 << 20) -> Group:
@@ -145,7 +158,7 @@ def group_of(fds: list[int | None], *, keepalive: float = 0, max_buffered: int =
     sinks: SinkGroup[int] = SinkGroup()
     for index, sink in enumerate(source.sinks):
         sinks.add(sink, index)
-    return Group(server, made, observed, sinks, sweep)
+    return Group(server, made, observed, sinks, sweep, source)
 
 
 def test_streams_on_cleartext_h1_get_one_chunk_framed_once_in_one_call(writer: FdWriter) -> None:
@@ -176,33 +189,26 @@ def test_a_closing_transport_is_never_written_directly(writer: FdWriter) -> None
     assert writer.calls == [(chunk(EVENT), [11])]
 
 
-def test_a_stream_whose_client_reads_nothing_is_held_then_sent_all_in_one_write(
+def test_a_stream_whose_client_reads_nothing_tells_its_source_and_keeps_nothing_itself(
     writer: FdWriter,
 ) -> None:
     group = group_of([10, 11, 12])
     for stalled in group.streams[1:]:
         stalled.transport.buffered += b"x" * (64 * 1024 + 1)
     group.sinks.write_encoded(EVENT)
-    group.sweep.sweep()  # over the stall mark: held from now on
-    for stalled in group.streams[1:]:
-        stalled.transport.buffered.clear()  # the kernel took it; the clients still read nothing
-    group.streams[1].in_kernel = 64 * 1024 + 1
-    group.streams[2].in_kernel = 64 * 1024 + 1
+    group.sweep.sweep()  # over the stall mark: the sources are told
+    assert [p.told for p in group.source.paces] == [[], [True], [True]]
+    assert [s.stalled for s in group.sinks_of()] == [False, True, True]
+    # A source that cannot wait writes on: the bytes wait behind what the connection holds,
+    # in order, and nothing is kept anywhere else.
     group.sinks.write_encoded(EVENT)
-    group.sinks.write_encoded(EVENT)
-    assert writer.calls[1:] == [(chunk(EVENT), [10]), (chunk(EVENT), [10])]
-    assert group.sinks._log.entries == 2  # once for both held streams
-    group.sweep.sweep()  # still behind: nothing sent
-    assert [bytes(s.transport.buffered) for s in group.streams[1:]] == [b"", b""]
-    group.streams[1].in_kernel = 0  # this client read
+    assert writer.calls[-1] == (chunk(EVENT), [10])
+    assert bytes(group.streams[1].transport.buffered).endswith(chunk(EVENT) + chunk(EVENT))
+    group.streams[1].transport.buffered.clear()  # this client read everything
     group.sweep.sweep()
-    assert bytes(group.streams[1].transport.buffered) == chunk(EVENT + EVENT)
-    assert bytes(group.streams[2].transport.buffered) == b""
-    group.streams[1].transport.buffered.clear()  # and the kernel took that too
-    group.sinks.write_encoded(EVENT)  # written with the others again
+    assert [p.told for p in group.source.paces] == [[], [True, False], [True]]
+    group.sinks.write_encoded(EVENT)  # written directly with the others again
     assert writer.calls[-1] == (chunk(EVENT), [10, 11])
-    group.sinks.end()  # the one still held is sent what was kept for it before its end
-    assert bytes(group.streams[2].transport.buffered).startswith(chunk(EVENT + EVENT + EVENT))
 
 
 def test_what_a_short_send_left_is_queued_after_it(writer: FdWriter) -> None:
@@ -213,25 +219,25 @@ def test_what_a_short_send_left_is_queued_after_it(writer: FdWriter) -> None:
     assert not group.streams[1].aborted
 
 
-def test_a_short_send_holds_its_stream_at_once_without_waiting_for_a_sweep(
+def test_a_short_send_stalls_its_stream_at_once_without_waiting_for_a_sweep(
     writer: FdWriter,
 ) -> None:
     group = group_of([10, 11])
     writer.takes[11] = -errno.EAGAIN  # its kernel refused: the client's window is shut
     group.sinks.write_encoded(EVENT)
-    held = list(group.sinks._held)
-    assert len(held) == 1 and held[0].direct_socket() is group.streams[1].direct_socket()
-    group.streams[1].transport.buffered.clear()  # even once the transport is empty
-    group.streams[1].in_kernel = 9 * 1024  # but the kernel still holds what it took
-    group.sinks.write_encoded(EVENT)
-    assert writer.calls[-1] == (chunk(EVENT), [10])  # no send to the held one
-    assert group.sinks._log.entries == 1
+    assert group.sinks.stalled == 1  # the write counts the stream it found not reading
+    assert [p.told for p in group.source.paces] == [[], [True]]
+    assert bytes(group.streams[1].transport.buffered) == chunk(EVENT)  # behind nothing
+    group.streams[1].transport.buffered.clear()
+    group.streams[1].in_kernel = 9 * 1024  # the kernel still holds what it took
+    group.sweep.sweep()
+    assert [p.told for p in group.source.paces] == [[], [True]]  # not read yet
     group.streams[1].in_kernel = 0  # it read
     group.sweep.sweep()
-    assert bytes(group.streams[1].transport.buffered) == chunk(EVENT)
-    group.streams[1].transport.buffered.clear()
+    assert [p.told for p in group.source.paces] == [[], [True, False]]
+    del writer.takes[11]  # and its kernel takes writes again
     group.sinks.write_encoded(EVENT)
-    assert writer.calls[-1] == (chunk(EVENT), [10, 11])
+    assert group.sinks.stalled == 0 and writer.calls[-1] == (chunk(EVENT), [10, 11])
 
 
 def test_a_stream_left_over_max_buffered_by_a_short_send_is_dropped_and_reported(

@@ -481,76 +481,62 @@ def test_draining_to_the_stall_mark_restarts_the_slow_client_clock() -> None:
     assert stream.aborted_over is not None
 
 
-def test_a_stalled_client_is_sent_nothing_until_it_reads_again_then_all_in_one_write() -> None:
-    sweep, stream, sink, server = slow_client_server(timeout=10)
+def test_a_stalled_client_gets_no_keep_alive_and_what_is_written_goes_to_its_connection() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    sink.keepalive = 1.0
     stream.in_kernel = 64 * 1024 + 1
     sink.event("a", id="1")
-    sweep.sweep(100.0)  # over the mark: from now on its writes are kept
-    writes = []
-    stream_send = stream.send_data
-
-    def counted(data: bytes, *, end: bool = False) -> None:
-        writes.append(data)
-        stream_send(data, end=end)
-
-    stream.send_data = counted  # type: ignore[method-assign]
-    sent = server.metrics.counter("stream.data.sent", "s")
-    sink.event("b", id="2")
-    sink.event("c", id="3")
-    sweep.sweep(101.0)
-    sweep.sweep(102.0)  # still stalled: still kept, and no keep-alive either
-    assert writes == []
-    assert server.metrics.counter("stream.data.sent", "s") == sent  # counted once sent
+    sweep.sweep(100.0)  # over the mark: stalled, its source told to stop writing
+    assert sink.stalled
+    body = bytes(stream.body)
+    sweep.sweep(102.0)
+    sweep.sweep(104.0)  # idle past the keep-alive interval, but stalled: nothing written
+    assert bytes(stream.body) == body
+    sink.event("b", id="2")  # a source that cannot wait writes on: nothing is kept aside
+    assert stream.body.endswith(b"id:2\ndata:b\n\n")
     stream.in_kernel = 64 * 1024  # the client read: back at the mark
-    sweep.sweep(103.0)
-    assert writes == [b"id:2\ndata:b\n\nid:3\ndata:c\n\n"]
-    assert server.metrics.counter("stream.data.sent", "s") == sent + len(writes[0])
-    sink.event("d", id="4")  # written at once again
-    assert writes[-1] == b"id:4\ndata:d\n\n"
+    sweep.sweep(105.0)
+    assert not sink.stalled
 
 
-def test_a_refused_direct_write_holds_the_client_at_once_and_starts_its_clock() -> None:
+def test_a_refused_direct_write_stalls_the_client_at_once_and_starts_its_clock() -> None:
     sweep, stream, sink, server = slow_client_server(timeout=10)
     assert isinstance(sink, DownstreamStream)
     sink.event("a", id="1")
     stream.in_kernel = RESUME_MARK + 1  # what the kernel took behind the shut window
     sink.refused()  # the kernel took part of a write: nothing swept yet
-    assert sink.held and sink.stalled_since == 100.0
-    sink.event("b", id="2")
-    assert not stream.body.endswith(b"id:2\ndata:b\n\n")
-    sweep.sweep(105.0)  # under the stall mark, over the resume mark: still held
-    assert sink.held
+    assert sink.stalled and sink.stalled_since == 100.0
+    sweep.sweep(105.0)  # under the stall mark, over the resume mark: still stalled
+    assert sink.stalled
     sweep.sweep(109.9)
     assert stream.aborted_over is None
     sweep.sweep(110.0)
     assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time") == 1
 
 
-def test_a_refused_client_is_sent_what_was_held_as_soon_as_its_connection_drains() -> None:
+def test_a_refused_client_reads_again_as_soon_as_its_connection_drains() -> None:
     _, stream, sink, _ = slow_client_server(timeout=10)
     assert isinstance(sink, DownstreamStream)
     stream.in_kernel = RESUME_MARK + 1
     sink.refused()
-    sink.event("a", id="1")
     stream.drains()  # what was refused went out, but the kernel still holds too much
-    assert sink.held
+    assert sink.stalled
     stream.in_kernel = 0  # the client read
     stream.drains()  # no sweep needed
-    assert not sink.held and stream.body.endswith(b"id:1\ndata:a\n\n")
+    assert not sink.stalled
 
 
-def test_a_refused_client_that_reads_again_is_sent_what_was_held_at_the_next_sweep() -> None:
+def test_a_refused_client_that_reads_again_is_found_at_the_next_sweep() -> None:
     sweep, stream, sink, _ = slow_client_server(timeout=10)
     assert isinstance(sink, DownstreamStream)
     sink.refused()
-    sink.event("a", id="1")
     stream.in_kernel = 0
     sweep.sweep(100.5)
-    assert not sink.held and sink.stalled_since is None
-    assert stream.body.endswith(b"id:1\ndata:a\n\n")
+    assert not sink.stalled and sink.stalled_since is None
 
 
-def test_a_stalled_client_tells_its_source_and_is_written_at_once_when_it_reads_again() -> None:
+def test_a_stalled_client_tells_its_source_and_again_when_it_reads() -> None:
     sweep = StreamSweep(clock=lambda: 100.0)
     source = RecordingSource()
     server = SseServer("s", [SseRoute(None, source)], Metrics(), keepalive=0, sweep=sweep)
@@ -561,16 +547,14 @@ def test_a_stalled_client_tells_its_source_and_is_written_at_once_when_it_reads_
     sink.event("a", id="1")
     sweep.sweep(100.0)
     assert source.last.paced == [True]
-    sink.event("b", id="2")
     stream.in_kernel = 0  # the client read everything
-    sweep.sweep(101.0)  # what was held goes out, then the client counts as reading
+    sweep.sweep(101.0)
     assert source.last.paced == [True, False]
-    assert stream.body.endswith(b"id:2\ndata:b\n\n")
     sink.event("c", id="3")
     assert stream.body.endswith(b"id:3\ndata:c\n\n")
 
 
-def test_held_bytes_count_toward_max_buffered() -> None:
+def test_bytes_written_to_a_stalled_client_count_toward_max_buffered() -> None:
     sweep, stream, sink, server = slow_client_server(max_buffered=128 * 1024, timeout=10)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("a")
@@ -578,14 +562,13 @@ def test_held_bytes_count_toward_max_buffered() -> None:
     stream.buffered = 100 * 1024
     sink.event("x" * (20 * 1024))
     assert stream.aborted_over is None
-    sink.event("y" * (10 * 1024))  # ssegate's buffer plus what it holds: over 128 KiB
-    held = 30 * 1024 + 2 * len(b"data:\n\n")
-    # Its connection is reset too if over the bound less what was held for the stream.
-    assert stream.aborted_over == 128 * 1024 - held
+    stream.buffered = 130 * 1024  # what its connection holds now: over 128 KiB
+    sink.event("y")
+    assert stream.aborted_over == 128 * 1024  # and its connection too, if over the bound
     assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 1
 
 
-def test_a_stream_ending_sends_what_it_held_first() -> None:
+def test_a_stalled_stream_ends_after_what_was_written_to_it() -> None:
     sweep, stream, sink, _ = slow_client_server(timeout=10)
     stream.in_kernel = 64 * 1024 + 1
     sink.event("a", id="1")
@@ -770,3 +753,15 @@ def test_a_slice_over_its_budget_lets_the_loop_turn_before_it_goes_on() -> None:
     parts = sorted({n for n in seen_between if 0 < n < 256})
     assert parts and all(n % 64 == 0 for n in parts)  # the loop turned between the parts
     assert SLICE_BUDGET < 0.0002 * 64
+
+
+def test_what_its_source_owes_a_stopped_stream_counts_toward_max_buffered() -> None:
+    _, stream, sink, server = slow_client_server(max_buffered=128 * 1024, timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    stream.buffered = 100 * 1024
+    sink.owed(20 * 1024)
+    assert stream.aborted_over is None
+    sink.owed(30 * 1024)  # as if written: over 128 KiB with what its connection holds
+    # Its connection is reset too if over the bound less what it was owed.
+    assert stream.aborted_over == 128 * 1024 - 30 * 1024
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 1

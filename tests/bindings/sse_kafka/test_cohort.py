@@ -184,37 +184,50 @@ def test_the_last_stream_leaving_ends_the_cohort_and_its_subscription() -> None:
     run(scenario)
 
 
-def test_a_member_whose_client_stopped_reading_is_not_carried_until_it_reads_again() -> None:
+def test_a_member_whose_client_stops_reading_leaves_and_goes_on_from_the_cache() -> None:
     async def scenario() -> None:
         source = Recorded(partitions=1)
         proxy = proxy_of(source)
         streams = [open_stream(proxy) for _ in range(3)]
         await settled(source)
         [leader] = source.feed.subscriptions
-        streams[0][1].pace(True)
-        assert leader.streams == 2  # the fetch spaces its batches for the streams written
+        stopped_sink, stopped = streams[0]
+        stopped.pace(True)  # it leaves the cohort; nothing is kept for it
+        assert (leader.streams, proxy.cohorts.members()) == (2, 2)
+        source.produce(0, (None, {}), (None, {}))
+        assert got(stopped_sink) == []
+        assert all(got(sink) == expected(source) for sink, _ in streams[1:])
+        stopped.pace(False)  # from where it stopped: the cache replays what it missed
+        await settled(source)
+        assert got(stopped_sink) == expected(source)
+        assert proxy.cohorts.members() == 3  # live again, in step: back in its cohort
         source.produce(0, (None, {}))
-        for sink, _ in streams:
-            assert got(sink) == expected(source)  # a paced stream still gets every event
-        streams[0][1].pace(False)
-        assert leader.streams == 3
-        streams[1][1].pace(True)
-        streams[1][1].cancel()
-        assert leader.streams == 2
+        assert all(got(sink) == expected(source) for sink, _ in streams)  # once each, in order
 
     run(scenario)
 
 
-def test_a_stream_alone_whose_client_stopped_reading_is_not_carried() -> None:
+def test_a_stream_alone_whose_client_stops_reading_goes_on_from_where_it_stopped() -> None:
     async def scenario() -> None:
-        source = Recorded(partitions=1)
+        source = Recorded(partitions=2)
         proxy = proxy_of(source)
-        _, subscriber = open_stream(proxy)  # not yet joined: no loop turn since
-        [own] = source.feed.subscriptions
+        sink, subscriber = open_stream(proxy)  # not yet joined: no loop turn since
+        source.produce(0, (None, {}))
         subscriber.pace(True)
-        assert own.streams == 0
+        assert list(source.feed.subscriptions) == []  # it stops: no subscriber is carried
+        source.produce(1, (None, {}))
+        source.produce(0, (None, {}))
+        assert len(got(sink)) == 1
         subscriber.pace(False)
-        assert own.streams == 1
+        await settled(source)
+        events = sink.events()
+        # Each partition in order, each message once; partitions replay one after the other.
+        assert sorted(e.data for e in events) == ["p0-0", "p0-1", "p1-0"]
+        assert [e.data for e in events if e.data.startswith("p0")] == ["p0-0", "p0-1"]
+        assert decode_progress(events[-1].id) == {0: 2, 1: 1}
+        subscriber.pace(False)  # told twice: nothing more
+        await settled(source)
+        assert len(sink.events()) == 3
 
     run(scenario)
 

@@ -11,7 +11,7 @@ import pytest
 from tests.support.guards import TableGuard
 from tests.support.schema_errors import binding_errors
 
-from ssegate.bindings.sse_kafka import subscriber as subscriber_module
+from ssegate.bindings.sse_kafka import resume_points
 from ssegate.bindings.sse_kafka.event_id import decode_progress, encode_progress
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy, compile_route
 from ssegate.bindings.sse_kafka.shared import EncodedMessages, encode_message
@@ -188,7 +188,7 @@ def test_dynamic_filters_from_the_path_pick_messages(log: TopicLog) -> None:
 def test_filtered_gaps_send_an_id_only_block_after_enough_skips(
     log: TopicLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(subscriber_module, "ID_ONLY_AFTER_SKIPPED", 5)
+    monkeypatch.setattr(resume_points, "ID_ONLY_AFTER_SKIPPED", 5)
     with_ = {"topic": "events", "filters": [{"key": "mine"}]}
     p = proxy(route(log, "/{x}", with_))
     sink = subscribe(p, "/x")

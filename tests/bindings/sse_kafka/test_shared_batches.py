@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ssegate.bindings.sse_kafka import subscriber as subscriber_module
+from ssegate.bindings.sse_kafka import resume_points
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, encode_progress
 from ssegate.bindings.sse_kafka.filters import FilterEntry, MessageFilter
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy
@@ -81,7 +81,7 @@ def test_an_adopted_progress_is_not_moved_by_another_subscriber_moving_alone(
 def test_a_batch_the_filter_drops_whole_still_counts_toward_the_id_only_block(
     log: TopicLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(subscriber_module, "ID_ONLY_AFTER_SKIPPED", 4)
+    monkeypatch.setattr(resume_points, "ID_ONLY_AFTER_SKIPPED", 4)
     p = proxy(route(log, "/{key}", {"topic": "events", "filters": [{"key": "${params.key}"}]}))
     sinks = [subscribe(p, "/mine") for _ in range(3)]
     log.append_batch("events", 0, [(b"other", b"x")] * 2)

@@ -42,7 +42,7 @@ def test_a_write_to_one_stream_writes_the_bytes_and_counts_one_stream() -> None:
     write_traced(trace, sink, b"data:x\n\n", batch, None)
     assert bytes(sink.wire) == b"data:x\n\n"
     first, _ = trace.records
-    assert (first.writes, first.streams, first.held, first.dropped) == (1, 1, 0, 0)
+    assert (first.writes, first.streams, first.stalled, first.dropped) == (1, 1, 0, 0)
     assert 0 < first.first_write_ns <= first.last_write_ns
 
 
@@ -57,7 +57,7 @@ def test_a_cohort_write_counts_its_streams_and_those_it_closed() -> None:
         group.add(sink, name)
     write_traced(trace, group, b"data:y\n\n", batch, lambda m: m.offset == 5)
     (record,) = trace.records
-    assert (record.writes, record.streams, record.held, record.dropped) == (1, 2, 0, 1)
+    assert (record.writes, record.streams, record.stalled, record.dropped) == (1, 2, 0, 1)
     assert all(bytes(sink.wire) == b"data:y\n\n" for sink in readers)
 
 

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ssegate.bindings.sse.server import STALL_MARK
+from ssegate.bindings.sse.slow_clients import STALL_MARK
 
 P99_RATIO_MAX = 2.0
 RSS_RATIO_MAX = 1.10

@@ -15,27 +15,27 @@ Where that offset lies decides how it is served:
 - inside the cache: **replay**. The subscriber reads from the cache in chunks, one chunk per
   loop iteration (so a large history never stalls the loop), then joins the live set. A chunk
   is at most :data:`REPLAY_CHUNK` messages and :data:`REPLAY_CHUNK_BYTES` of keys and values.
-  A subscription that carries no stream (its client stopped reading:
-  :meth:`Subscription.carry` ``0``) reads no further chunk: its cursor stays where it is, and
-  the replay goes on from there once it carries a stream again, from the cache, or from the
-  broker (catch-up) if the cache let that part go meanwhile. A replay from scratch (the
-  ``historical`` default) whose start the cache let go before its first chunk starts at the
-  oldest the cache holds then, which is what it asked for, rather than catching up. So the
-  history is not copied into a client that does not read: what it is written is the chunk its
-  socket refused. Each chunk is deferrable work (:mod:`ssegate.host.turns`): a thousand
-  clients that open a replay at once take turns with the live batches. A
-  subscriber with an interest replays through the cache's index of keys and header values
-  (:meth:`~.partition_cache.PartitionCache.read_wanted`), at the cost of what it receives;
-  catch-up and ahead deliveries are narrowed to its interest too.
-- below the cache's ``start_offset``: **catch-up**. The fetch thread's catch-up reader reads the
-  partition from the oldest such offset; each catch-up subscriber takes what is at or after its
-  cursor. Once the cursor reaches what the cache holds, it replays from the cache, then goes
-  live. An offset below the log start is reported with ``on_reset`` and moved to the log start.
+  A subscriber whose client stops reading cancels its subscription and subscribes again from
+  its progress once the client reads again (:meth:`~ssegate.bindings.sse.source.Subscription.pace`),
+  so the history is not copied into a client that does not read: what it is written is the
+  chunk its socket refused. A replay from scratch (the ``historical`` default) whose start the
+  cache let go before its first chunk starts at the oldest the cache holds then, which is what
+  it asked for, rather than catching up. Each chunk is deferrable work
+  (:mod:`ssegate.host.turns`): a thousand clients that open a replay at once take turns with
+  the live batches. A subscriber with an interest replays through the cache's index of keys and
+  header values (:meth:`~.partition_cache.PartitionCache.read_wanted`), at the cost of what it
+  receives; catch-up and ahead deliveries are narrowed to its interest too.
+- below the cache's ``start_offset``: **catch-up**, from the broker, by the feed's
+  :class:`~.feed_catch_up.FeedCatchUp`; once caught up, it replays from the cache, then goes
+  live.
 - beyond ``next_offset`` (a resume from the future): **ahead**, given what reaches its offset.
 
 Batches come without the records the topic's models refuse and without repeats (a record
 under the ``ssegate-id`` of one shortly before it, :mod:`~.repeats`): the fetch thread leaves
 both out, so no stage here sees them, and their offsets are passed over like any gap.
+
+Subscriptions, their cursors and each partition's sets of them are defined in
+:mod:`~.feed_cursors`, which also calls the listeners; their names are importable from here.
 
 Nothing here does I/O: the feed asks for catch-up reads through the callables it is given and
 is driven by the fetch events the cache server passes on.
@@ -43,124 +43,38 @@ is driven by the fetch events the cache server passes on.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Mapping, Sequence
 
+from ssegate.bindings.kafka.feed_catch_up import FeedCatchUp
+from ssegate.bindings.kafka.feed_cursors import (
+    FeedHooks,
+    PartitionCursor,
+    PartitionFeed,
+    Stage,
+    Subscription,
+    from_offset,
+)
 from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
-from ssegate.bindings.kafka.interest_index import InterestIndex
 from ssegate.bindings.kafka.partition_cache import PartitionCache
 from ssegate.host.turns import shared_turns
-from ssegate.kafka.topics import (
-    DefaultOffset,
-    Interest,
-    KafkaMessage,
-    LivePositions,
-    TopicListener,
-)
+from ssegate.kafka.topics import DefaultOffset, LivePositions, TopicListener
 from ssegate.telemetry import log
+
+__all__ = [
+    "REPLAY_CHUNK",
+    "REPLAY_CHUNK_BYTES",
+    "FeedHooks",
+    "PartitionCursor",
+    "PartitionFeed",
+    "Stage",
+    "Subscription",
+    "TopicFeed",
+]
 
 REPLAY_CHUNK = 4096
 REPLAY_CHUNK_BYTES = 16 * 1024
 """Keys and values one replay chunk holds at most: about what a client's socket takes before
 a write to it is refused, so a client that reads nothing is written little past that."""
-
-
-class Stage(Enum):
-    WAITING = "waiting"
-    REPLAY = "replay"
-    LIVE = "live"
-    CATCH_UP = "catch-up"
-    AHEAD = "ahead"
-
-
-@dataclass(slots=True, eq=False)
-class PartitionCursor:
-    """What one subscriber is owed of one partition."""
-
-    subscription: Subscription
-    partition: int
-    cursor: int
-    """The next offset owed, while waiting, replaying, catching up or ahead. Not moved once
-    :attr:`Stage.LIVE`: the topic's :class:`~ssegate.kafka.topics.LivePositions` is the
-    progress of every live cursor then."""
-    reported: int
-    """The progress the listener knows of (its start, or one past what it was given)."""
-    fresh: bool
-    """Started from scratch: a replay from the cache's start passes over tombstones."""
-    stage: Stage = Stage.WAITING
-    ticket: int = 0
-
-
-@dataclass(slots=True, eq=False)
-class Subscription:
-    """One ``subscribe`` call; :meth:`cancel` ends it."""
-
-    feed: TopicFeed
-    listener: TopicListener
-    start: Mapping[int, int]
-    default: DefaultOffset
-    interest: Interest | None
-    cursors: dict[int, PartitionCursor] = field(default_factory=dict)
-    cancelled: bool = False
-    streams: int = 1
-    """Downstream streams the listener delivers to, counted as the topic's subscribers."""
-    parked: list[PartitionCursor] = field(default_factory=list)
-    """Replays stopped while the listener carries no stream."""
-
-    def cancel(self) -> None:
-        if not self.cancelled:
-            self.cancelled = True
-            self.parked.clear()
-            self.feed.remove(self)
-
-    def carry(self, streams: int) -> None:
-        """The listener delivers to ``streams`` streams now (a cohort of them); with none its
-        replays stop, and go on once it has one again."""
-        if not self.cancelled and streams != self.streams:
-            self.feed.hooks.subscribers_changed(self.feed.topic, streams - self.streams)
-            self.streams = streams
-            if streams and self.parked:
-                parked, self.parked = self.parked, []
-                for cursor in parked:
-                    self.feed.replay(cursor)
-
-
-@dataclass(slots=True)
-class FeedHooks:
-    """What a feed needs from the cache server around it."""
-
-    schedule: Callable[[Callable[[], None]], None]
-    catch_up: Callable[[str, int, int, int], None]
-    end_catch_up: Callable[[str, int], None]
-    now: Callable[[], float]
-    on_fetched: Callable[[str, Fetched, int, int, int], None]
-    """``(topic, batch, evicted messages, evicted bytes, cache bytes delta)``, for metrics."""
-    subscribers_changed: Callable[[str, int], None]
-
-
-class PartitionFeed:
-    def __init__(self, cache: PartitionCache, live_from: int) -> None:
-        self.cache = cache
-        self.live_from = live_from
-        """The partition's end when its fetch started: ``live`` starts there at the earliest."""
-        self.live: dict[PartitionCursor, None] = {}
-        """Live subscribers without an interest: every batch goes to each."""
-        self.index: InterestIndex[PartitionCursor] = InterestIndex()
-        """Live subscribers with an interest."""
-        self.catching_up: dict[PartitionCursor, None] = {}
-        self.ahead: dict[PartitionCursor, None] = {}
-        self.tickets = 0
-        self.counted_bytes = 0
-        """The cache's size as last reported to the metrics (it also grows between batches,
-        when a replay first asks its index for a header name)."""
-
-    def recount(self) -> int:
-        """How much the cache grew (or, negative, shrank) since it was last reported."""
-        delta = self.cache.bytes - self.counted_bytes
-        self.counted_bytes += delta
-        return delta
 
 
 class TopicFeed:
@@ -176,6 +90,7 @@ class TopicFeed:
         self.positions = LivePositions()
         self.available = True
         self.status_reason = ""
+        self.catch_up = FeedCatchUp(topic, hooks, self.partitions, self._route)
 
     # -- subscribers ---------------------------------------------------------------------------
 
@@ -198,14 +113,11 @@ class TopicFeed:
             feed.live.pop(cursor, None)
             feed.index.discard(cursor)
             feed.ahead.pop(cursor, None)
-            if feed.catching_up.pop(cursor, None) is not None and not feed.catching_up:
-                self.hooks.end_catch_up(self.topic, cursor.partition)
+            self.catch_up.drop(feed, cursor)
         subscription.cursors.clear()
 
     def _attach(self, subscription: Subscription, partitions: Sequence[int], first: bool) -> None:
-        if not self._call(
-            subscription, subscription.listener.on_partitions, sorted(self.partitions)
-        ):
+        if not subscription.call(subscription.listener.on_partitions, sorted(self.partitions)):
             return
         for partition in partitions:
             cache = self.partitions[partition].cache
@@ -233,11 +145,7 @@ class TopicFeed:
             cursor.stage = Stage.REPLAY
             self.replay(cursor)
         else:
-            cursor.stage = Stage.CATCH_UP
-            feed.tickets += 1
-            cursor.ticket = feed.tickets
-            feed.catching_up[cursor] = None
-            self.hooks.catch_up(self.topic, cursor.partition, cursor.cursor, cursor.ticket)
+            self.catch_up.start(feed, cursor)
 
     def _join_live(self, feed: PartitionFeed, cursor: PartitionCursor) -> None:
         cursor.stage = Stage.LIVE
@@ -247,12 +155,9 @@ class TopicFeed:
         else:
             feed.index.add(cursor, interest)
         if cursor.reported < cursor.cursor and cursor.cursor > 0:
-            self._skipped(cursor, cursor.cursor)
-        self._call(
-            cursor.subscription,
-            cursor.subscription.listener.on_live,
-            cursor.partition,
-            self.positions,
+            cursor.skipped(cursor.cursor)
+        cursor.subscription.call(
+            cursor.subscription.listener.on_live, cursor.partition, self.positions
         )
 
     def replay(self, cursor: PartitionCursor) -> None:
@@ -269,9 +174,6 @@ class TopicFeed:
     def _replay(self, cursor: PartitionCursor) -> None:
         subscription = cursor.subscription
         if subscription.cancelled or cursor.stage is not Stage.REPLAY:
-            return
-        if not subscription.streams:  # its client reads nothing: go on once it does
-            subscription.parked.append(cursor)
             return
         cache = self.partitions[cursor.partition].cache
         if cursor.fresh and cursor.reported < 0 and cursor.cursor < cache.start_offset:
@@ -296,7 +198,7 @@ class TopicFeed:
                 skip_tombstones=cursor.fresh,
             )
         cursor.cursor = after
-        if messages and not self._deliver(cursor, messages):
+        if messages and not cursor.deliver(messages):
             return
         if cursor.subscription.cancelled:
             return
@@ -337,12 +239,12 @@ class TopicFeed:
         if feed is None:
             return
         if batch.catch_up:
-            self._on_catch_up(feed, batch)
+            self.catch_up.on_fetched(feed, batch)
             return
         cache = feed.cache
         # What was handed over already is not handed over again: a fetch that went back (its
         # consumer reset after an unclean leader election, say) repeats offsets.
-        messages = _from_offset(batch.messages, cache.next_offset)
+        messages = from_offset(batch.messages, cache.next_offset)
         if len(messages) < len(batch.messages):
             log.warning("kafka.fetch_repeated", topic=self.topic, partition=batch.partition,
                         offset=batch.messages[0].offset, expected=cache.next_offset)  # fmt: skip
@@ -354,71 +256,27 @@ class TopicFeed:
         self.hooks.on_fetched(self.topic, batch, evicted.messages, evicted.bytes, feed.recount())
         if messages:
             for cursor in list(feed.live):
-                self._deliver(cursor, messages)
+                cursor.deliver(messages)
             if feed.index:
                 for group in feed.index.route(messages):
                     offered = group.offered
                     for cursor in list(group.members):
-                        self._deliver(cursor, offered)
+                        cursor.deliver(offered)
         if feed.ahead:
             for cursor in list(feed.ahead):
                 if cursor.cursor > batch.next_offset:
                     continue
                 del feed.ahead[cursor]
-                if not self._offer(cursor, _from_offset(messages, cursor.cursor)):
+                if not cursor.offer(messages):
                     continue
                 cursor.cursor = batch.next_offset
                 self._join_live(feed, cursor)
 
-    def _on_catch_up(self, feed: PartitionFeed, batch: Fetched) -> None:
-        for cursor in list(feed.catching_up):
-            if cursor.ticket > batch.ticket or batch.next_offset <= cursor.cursor:
-                continue
-            owed = _from_offset(batch.messages, cursor.cursor)
-            if not self._offer(cursor, owed):
-                continue
-            cursor.cursor = batch.next_offset
-            if cursor.reported < batch.next_offset:
-                self._skipped(cursor, batch.next_offset)
-            self._after_catch_up_step(feed, cursor)
-
     def on_catch_up_reset(self, event: CatchUpReset) -> None:
-        feed = self.partitions.get(event.partition)
-        if feed is None:
-            return
-        for cursor in list(feed.catching_up):
-            if cursor.ticket > event.ticket or cursor.cursor >= event.earliest:
-                continue
-            requested = cursor.cursor
-            cursor.cursor = event.earliest
-            cursor.reported = event.earliest
-            self._call(
-                cursor.subscription,
-                cursor.subscription.listener.on_reset,
-                event.partition,
-                requested,
-                event.earliest,
-            )
-            self._after_catch_up_step(feed, cursor)
+        self.catch_up.on_reset(event)
 
     def on_catch_up_at_end(self, event: CatchUpAtEnd) -> None:
-        feed = self.partitions.get(event.partition)
-        if feed is None:
-            return
-        for cursor in list(feed.catching_up):
-            if cursor.ticket > event.ticket or cursor.cursor >= event.offset:
-                continue
-            cursor.cursor = event.offset
-            self._skipped(cursor, event.offset)
-            self._after_catch_up_step(feed, cursor)
-
-    def _after_catch_up_step(self, feed: PartitionFeed, cursor: PartitionCursor) -> None:
-        if cursor.subscription.cancelled or cursor.cursor < feed.cache.start_offset:
-            return
-        del feed.catching_up[cursor]
-        if not feed.catching_up:
-            self.hooks.end_catch_up(self.topic, cursor.partition)
-        self._route(cursor)
+        self.catch_up.on_at_end(event)
 
     def evict(self) -> tuple[int, int]:
         """Apply the age bound to idle partitions too: ``(messages, bytes)`` let go (the bytes
@@ -434,53 +292,4 @@ class TopicFeed:
         self.available = available
         self.status_reason = reason
         for subscription in list(self.subscriptions):
-            self._call(subscription, subscription.listener.on_status, available, reason)
-
-    # -- calling listeners ---------------------------------------------------------------------
-
-    def _offer(self, cursor: PartitionCursor, messages: Sequence[KafkaMessage]) -> bool:
-        """Deliver what of ``messages`` the subscriber's interest may want; ``False`` when the
-        subscription is gone."""
-        interest = cursor.subscription.interest
-        if interest is not None:
-            messages = [message for message in messages if interest.may_want(message)]
-        if not messages:
-            return not cursor.subscription.cancelled
-        return self._deliver(cursor, messages)
-
-    def _deliver(self, cursor: PartitionCursor, messages: Sequence[KafkaMessage]) -> bool:
-        if not self._call(cursor.subscription, cursor.subscription.listener.on_messages, messages):
-            return False
-        cursor.reported = messages[-1].offset + 1
-        return True
-
-    def _skipped(self, cursor: PartitionCursor, next_offset: int) -> None:
-        if cursor.reported < next_offset:
-            cursor.reported = next_offset
-            self._call(
-                cursor.subscription,
-                cursor.subscription.listener.on_skipped,
-                cursor.partition,
-                next_offset,
-            )
-
-    def _call(self, subscription: Subscription, method: Callable[..., None], *args: object) -> bool:
-        """Call a method of ``subscription``'s listener; a listener that raises loses its
-        subscription."""
-        if subscription.cancelled:
-            return False
-        try:
-            method(*args)
-        except Exception as exc:  # a listener bug must not stop delivery to the others
-            log.error(
-                "kafka.listener_failed", topic=self.topic, call=method.__name__, error=repr(exc)
-            )
-            subscription.cancel()
-            return False
-        return True
-
-
-def _from_offset(messages: list[KafkaMessage], offset: int) -> list[KafkaMessage]:
-    if not messages or messages[0].offset >= offset:
-        return messages
-    return messages[bisect.bisect_left(messages, offset, key=lambda m: m.offset) :]
+            subscription.call(subscription.listener.on_status, available, reason)

@@ -21,12 +21,10 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
   ``stream.data.sent`` and in ``ssegate.sse.stream.data.direct`` (the part sent past the
   streams: one increment each per group write, not per stream), and in the response's size.
-- A member whose client reads nothing is held (:mod:`ssegate.bindings.sse.hold`): at once
-  when its direct send is refused (its kernel holds its low-water mark unsent:
-  :meth:`~ssegate.bindings.sse.server.DownstreamStream.refused`), or when a sweep finds it over
-  the stall mark. It leaves the members written, and each write is appended
-  once to the group's shared log for all the held members, until a member's client reads again
-  (it is sent what the log kept for it, and written with the others again) or it is dropped.
+- A member whose direct send is refused (its kernel holds its low-water mark unsent) stalls at
+  once (:meth:`~ssegate.bindings.sse.server.DownstreamStream.refused`), and its source is told:
+  the sse-kafka proxy takes it out of the group until its client reads again. A member left in
+  the group while its connection holds bytes is written as a stream alone (above), behind them.
 - The slow-client byte bound holds as for a stream alone: a member whose connection holds more
   than ``max-buffered`` after the write is dropped (reason ``bytes``). Every member that closed
   in a write is handed to the group's ``on_dropped`` after it, with the owner it was added with.
@@ -41,7 +39,6 @@ import asyncio
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from ssegate.bindings.sse.hold import Hold, SharedLog
 from ssegate.bindings.sse.server import DownstreamStream, SseServer
 from ssegate.bindings.sse.source import EventCheck, SseSink
 from ssegate.bindings.tcp.fanout import send_to_all
@@ -79,21 +76,14 @@ class SinkGroup(Generic[Owner]):
         self.on_dropped = on_dropped
         self.writes = 0
         """Writes made to every member so far (data, ids, comments)."""
+        self.stalled = 0
+        """Members the latest write found not reading (they stalled in it)."""
         self._members: dict[SseSink, _Member[Owner]] = {}
-        """The members written now."""
-        self._held: dict[SseSink, _Member[Owner]] = {}
-        """Members whose client reads nothing: their writes go to :attr:`_log`."""
-        self._log = SharedLog()
         self._servers: dict[SseServer, int] = {}
         """Members by sse server, for the ``stream.data.sent`` count."""
 
     def __len__(self) -> int:
-        return len(self._members) + len(self._held)
-
-    @property
-    def held_members(self) -> int:
-        """Members whose client reads nothing: a write waits in the shared log for them."""
-        return len(self._held)
+        return len(self._members)
 
     def add(self, sink: SseSink, owner: Owner) -> None:
         """``sink`` (open) gets every write from now on; ``owner`` is what ``on_dropped`` is
@@ -102,16 +92,14 @@ class SinkGroup(Generic[Owner]):
         stream: DownstreamStream | None = None
         if isinstance(sink, DownstreamStream):
             stream = sink
-            sink.group = self
             direct = sink.direct_socket()
             server = sink._server
             self._servers[server] = self._servers.get(server, 0) + 1
         self._members[sink] = (sink, owner, direct, stream)
 
     def discard(self, sink: SseSink) -> None:
-        member = self._members.pop(sink, None) or self._held.pop(sink, None)
+        member = self._members.pop(sink, None)
         if member is not None and isinstance(sink, DownstreamStream):
-            sink.leave_group()
             server = sink._server
             left = self._servers.get(server, 0) - 1
             if left > 0:
@@ -128,24 +116,8 @@ class SinkGroup(Generic[Owner]):
     def open(self) -> None:
         """Members are open when they join."""
 
-    def hold(self, stream: DownstreamStream) -> Hold:
-        """``stream``'s client reads nothing: keep the group's writes for it in the log until
-        its hold is released."""
-        member = self._members.pop(stream, None)
-        if member is None:
-            return Hold()
-        self._held[stream] = member
-
-        def released() -> None:
-            if self._held.pop(stream, None) is not None:
-                self._members[stream] = member
-
-        return self._log.hold(released)
-
     def write_encoded(self, data: bytes) -> None:
         self.writes += 1
-        if self._held:
-            self._log.append(data)
         fds: list[int] = []
         transports: list[asyncio.Transport] = []
         direct: list[_Member[Owner]] = []
@@ -154,7 +126,7 @@ class SinkGroup(Generic[Owner]):
         for member in self._members.values():
             socket = member[2]
             stream = member[3]
-            if socket is not None and stream is not None and not stream.held:
+            if socket is not None and stream is not None:
                 transport = socket.transport
                 if not transport.get_write_buffer_size() and not transport.is_closing():
                     fds.append(socket.fd)
@@ -165,15 +137,20 @@ class SinkGroup(Generic[Owner]):
                     continue
             alone.append(member)
         dropped: list[Owner] = []
+        stalled = 0
         if direct:
             framed = chunk(data)
             for index in send_to_all(framed, fds, transports):
-                self._check_behind(direct[index], dropped)
+                stalled += self._check_behind(direct[index], dropped)
             self._count_sent(direct, size)
-        for sink, owner, _, _ in alone:
+        for sink, owner, _, stream in alone:
+            was_stalled = stream is not None and stream.stalled
             sink.write_encoded(data)
             if sink.closed:
                 dropped.append(owner)
+            elif stream is not None and stream.stalled and not was_stalled:
+                stalled += 1
+        self.stalled = stalled
         on_dropped = self.on_dropped
         if on_dropped is not None:
             for owner in dropped:
@@ -203,19 +180,19 @@ class SinkGroup(Generic[Owner]):
         self.write_encoded(encode_comment(text))
 
     def end(self) -> None:
-        for sink in [*self._members, *self._held]:
+        for sink in list(self._members):
             sink.end()
 
     def fail(self, status: int, reason: str) -> None:
-        for sink in [*self._members, *self._held]:
+        for sink in list(self._members):
             sink.fail(status, reason)
 
     # -- inside ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _check_behind(member: _Member[Owner], dropped: list[Owner]) -> None:
+    def _check_behind(member: _Member[Owner], dropped: list[Owner]) -> int:
         """A direct member's transport took what its send left: apply the byte bound, and
-        hold the stream from now on (its kernel refused: its client's window is shut)."""
+        stall the stream (its kernel refused: its client's window is shut). 1 when it stalled."""
         sink = member[3]
         assert sink is not None
         server = sink._server
@@ -223,8 +200,10 @@ class SinkGroup(Generic[Owner]):
         if buffered > server.max_buffered:
             sink._drop_slow("bytes", buffered)
             dropped.append(member[1])
-        else:
-            sink.refused()
+            return 0
+        stalled = not sink.stalled
+        sink.refused()
+        return int(stalled)
 
     def _count_sent(self, direct: list[_Member[Owner]], size: int) -> None:
         servers = self._servers

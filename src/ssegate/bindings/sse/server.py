@@ -33,51 +33,28 @@ Options, Zilla's first then ssegate's own:
 - ``max-buffered`` (bytes, default 1 MiB) and ``slow-client-timeout`` (seconds, default 10,
   ``0`` off): the slow-client policy, below.
 
-Slow clients. A stream's unsent bytes are what ssegate buffers for it and what the kernel holds
-unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when the sweep finds its
-unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at once
-when a write to its socket is refused (:meth:`DownstreamStream.refused`): a group's direct write,
-or, for a chunked cleartext HTTP/1.1 response, the stream's own write that left bytes to its
-transport (such a response's socket is limited from its head on, as a group's direct ones are).
-Such a socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`
-unsent, so a refusal means the client's window is shut (without the limit, a loopback socket's
-kernel takes megabytes). It reads again once its unsent bytes are back at
-the stall mark, or, for a stall a refused write found, down to :data:`RESUME_MARK`, where its kernel
-takes writes again: asked at each sweep, and at once when its connection drains (such a socket's
-transport says so as soon as what the kernel refused has gone out). The stall mark stays the release
-point of a stall found at a sweep, since the kernel's share of an HTTP/2 or TLS connection's unsent
-bytes is the whole connection's. A client is dropped when its unsent bytes pass ``max-buffered``
-(reason ``bytes``: ssegate's buffer is checked on every write, the total on every sweep) or when it
-stays stalled for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the
-last sweep, or stalled, are asked, so idle streams cost nothing. A stall sets a timer for the end of
-its timeout, so the drop comes then, not at the first sweep after it (up to a tick later); the drops
-of a crowd that stalled together are spread over loop turns (:mod:`ssegate.host.turns`). While a
-client is stalled what is written to it is kept, not sent (:mod:`~ssegate.bindings.sse.hold`; a
-group of streams keeps one log for all its held members), and sent as one write once the client
-reads again: a client that reads nothing costs no ``send()``, and its source is told
-(:meth:`Subscription.pace`): the Kafka cache server leaves it out of ``ssegate.kafka.subscribers``.
-What is kept counts toward ``max-buffered`` (checked on every write to the stream, and on every
-sweep). Dropping is abortive (:meth:`ResponseStream.abort`: an HTTP/1.1 connection is reset, an
-HTTP/2 stream gets ``RST_STREAM(CANCEL)`` and its connection a reset too when that connection alone
-is over ``max-buffered``), so everything queued for the client is freed at once, the kernel's part
-included, and the client sees the stream fail and reconnects with its last id. Each drop is one
-``sse.slow_client_closed`` log line and a count in ``ssegate.sse.slow_clients{reason}``.
+Slow clients: :mod:`~ssegate.bindings.sse.slow_clients` (the stall, the one backpressure signal a
+source is given, and the drops).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.checks import ContentCheck, compile_checks
-from ssegate.bindings.sse.hold import Hold
 from ssegate.bindings.sse.last_event_id import BadLastEventId, last_event_id_of
+from ssegate.bindings.sse.slow_clients import (
+    CLOSED,
+    OPEN,
+    PENDING,
+    RESUME_MARK,
+    STALL_MARK,
+    SlowClientPolicy,
+)
 from ssegate.bindings.sse.source import SSE_SOURCE, EventCheck, SseSource, Subscription
 from ssegate.bindings.sse.sweep import StreamSweep, shared_sweep
-from ssegate.bindings.tcp.send_queue import SEND_LOW_WATER
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding
 from ssegate.contract.exchange import DirectSocket, Request, ResponseStream, simple_response
@@ -96,12 +73,6 @@ from ssegate.telemetry.metrics import Metrics
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_MAX_BUFFERED = 1024 * 1024
 DEFAULT_SLOW_CLIENT_TIMEOUT = 10.0
-STALL_MARK = 64 * 1024
-"""Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
-RESUME_MARK = SEND_LOW_WATER // 2
-"""Unsent bytes at or under which a client that a refused direct write stalled reads again:
-under what makes its kernel refuse (:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
-
 STREAM_HEADERS = [
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
@@ -112,13 +83,6 @@ TIMESTAMPED_STREAM_HEADERS = [("content-type", "text/event-stream;ext=timestamp"
 ]
 
 
-class HoldSource(Protocol):
-    """Where a stream written with others gets its hold while its client reads nothing
-    (:meth:`~ssegate.bindings.sse.fanout.SinkGroup.hold`)."""
-
-    def hold(self, stream: DownstreamStream) -> Hold: ...
-
-
 @dataclass(frozen=True, slots=True)
 class SseRoute:
     path: Pattern | None
@@ -127,33 +91,27 @@ class SseRoute:
     guarded: Guarded = field(default_factory=Guarded)
 
 
-_PENDING, _OPEN, _CLOSED = 0, 1, 2
-
-
-class DownstreamStream:
+class DownstreamStream(SlowClientPolicy):
     """One downstream SSE response: the :class:`SseSink` a source writes into."""
 
     __slots__ = (
         "_check",
-        "_held",
-        "_resume_at",
         "_server",
-        "_stall_timer",
         "_state",
         "_stream",
         "_wrote",
         "authorization",
-        "group",
         "idle_since",
         "keepalive",
         "last_id",
         "remote",
         "request",
-        "stalled_since",
         "subscription",
         "sweep_period",
         "timestamps",
     )
+
+    _server: SseServer
 
     def __init__(
         self,
@@ -164,12 +122,13 @@ class DownstreamStream:
         *,
         timestamps: bool = False,
     ) -> None:
+        super().__init__()
         self._server = server
         self.timestamps = timestamps
         """The client asked for ``ext=timestamp``: events carry ``timestamp:`` lines."""
         self._stream = stream
         self._check = check
-        self._state = _PENDING
+        self._state = PENDING
         self._wrote = False
         self.idle_since = 0.0
         self.keepalive = server.keepalive
@@ -177,18 +136,6 @@ class DownstreamStream:
         self.sweep_period = min((p for p in periods if p > 0), default=math.inf)
         """The shortest interval the sweep must keep for this stream; a quarter of it is the
         longest tick (inf: any, as long as it still visits to check the byte bound)."""
-        self.stalled_since: float | None = None
-        """When the client stalled (None: it reads)."""
-        self._resume_at = 0
-        """While stalled: the unsent bytes at or under which it reads again (the stall mark for
-        a stall found at a sweep, :data:`RESUME_MARK` for one a refused write found)."""
-        self._stall_timer: asyncio.TimerHandle | None = None
-        """While stalled, with a loop running: the check at the end of the timeout."""
-        self._held: Hold | None = None
-        """While the client is stalled: what is written to it, kept until it reads again
-        (:mod:`~ssegate.bindings.sse.hold`); ``None``: writes go out at once."""
-        self.group: HoldSource | None = None
-        """The group writing this stream with others, which holds for it while it is held."""
         self.last_id: str | None = None
         self.remote = remote
         self.subscription: Subscription | None = None
@@ -200,7 +147,7 @@ class DownstreamStream:
 
     @property
     def closed(self) -> bool:
-        return self._state == _CLOSED or self._stream.closed
+        return self._state == CLOSED or self._stream.closed
 
     @property
     def check(self) -> EventCheck | None:
@@ -208,9 +155,9 @@ class DownstreamStream:
         return self._check
 
     def open(self) -> None:
-        if self._state != _PENDING or self._stream.closed:
+        if self._state != PENDING or self._stream.closed:
             return
-        self._state = _OPEN
+        self._state = OPEN
         server = self._server
         self._stream.send_headers(
             200, TIMESTAMPED_STREAM_HEADERS if self.timestamps else STREAM_HEADERS
@@ -220,7 +167,7 @@ class DownstreamStream:
         server.metrics.gauge("stream.active.sent", server.name, 1)
         if server.preamble:
             self._write(server.preamble)
-        if self._state == _OPEN:
+        if self._state == OPEN:
             self.idle_since = server.sweep.clock()
             server.sweep.add(self)
             self._stream.on_drain(self._drained)
@@ -233,7 +180,7 @@ class DownstreamStream:
         id: str | None = None,
         timestamp: int = 0,
     ) -> None:
-        if self._state == _CLOSED:
+        if self._state == CLOSED:
             return
         check = self._check
         if data is not None and check is not None:
@@ -243,7 +190,7 @@ class DownstreamStream:
                 if id is None:
                     return
                 data = event = None
-        if self._state == _PENDING:
+        if self._state == PENDING:
             self.open()
         if id is not None:
             self.last_id = id
@@ -252,7 +199,7 @@ class DownstreamStream:
         )
 
     def write_encoded(self, data: bytes) -> None:
-        if self._state == _PENDING:
+        if self._state == PENDING:
             self.open()
         self._write(data)
 
@@ -262,40 +209,28 @@ class DownstreamStream:
     def direct_socket(self) -> DirectSocket | None:
         """The socket a group write may send this open stream's chunks to itself
         (:mod:`ssegate.bindings.sse.fanout`), where its response has one."""
-        return self._stream.direct_socket() if self._state == _OPEN else None
-
-    @property
-    def held(self) -> bool:
-        """The client is stalled: what is written now is kept until it reads again."""
-        return self._held is not None
-
-    def leave_group(self) -> None:
-        """The group writing this stream lets it go: what it held for it stays held here."""
-        self.group = None
-        if self._held is not None:
-            self._held.detach()
+        return self._stream.direct_socket() if self._state == OPEN else None
 
     def comment(self, text: str = "") -> None:
-        if self._state == _OPEN:
+        if self._state == OPEN:
             self._write(encode_comment(text))
 
     def end(self) -> None:
-        if self._state == _CLOSED:
+        if self._state == CLOSED:
             return
-        if self._state == _PENDING:
+        if self._state == PENDING:
             self.open()
-        if self._state == _OPEN and not self._stream.closed:
-            self._send_held()
+        if self._state == OPEN and not self._stream.closed:
             self._stream.send_data(b"", end=True)
             self._server.metrics.inc("stream.closes.sent", self._server.name)
         self._close()
 
     def fail(self, status: int, reason: str) -> None:
-        if self._state == _CLOSED:
+        if self._state == CLOSED:
             return
         server = self._server
         server.metrics.inc("stream.errors.sent", server.name)
-        if self._state == _PENDING and not self._stream.closed:
+        if self._state == PENDING and not self._stream.closed:
             log.warning("sse.refused", binding=server.name, status=status, reason=reason)
             simple_response(self._stream, status, reason.encode() + b"\n")
         elif not self._stream.closed:
@@ -305,7 +240,7 @@ class DownstreamStream:
 
     def expire(self, reason: str) -> None:
         """The stream's authorization ran out: end it (HTTP/2 RST_STREAM, HTTP/1.1 close)."""
-        if self._state == _CLOSED:
+        if self._state == CLOSED:
             return
         server = self._server
         log.warning(
@@ -316,7 +251,7 @@ class DownstreamStream:
             last_id=self.last_id,
         )
         server.metrics.inc("ssegate.sse.authorization_expired", server.name)
-        if self._state == _PENDING and not self._stream.closed:
+        if self._state == PENDING and not self._stream.closed:
             simple_response(self._stream, 403, reason.encode() + b"\n")
         elif not self._stream.closed:
             self._stream.reset()
@@ -325,12 +260,12 @@ class DownstreamStream:
     # -- server side ------------------------------------------------------------------------
 
     def visit(self, now: float) -> None:
-        """Called by the sweep: drop the client if it is too far behind, send it what was held
-        once it reads again, else keep it alive (a held stream needs no keep-alive)."""
+        """Called by the sweep: drop the client if it is too far behind, tell its source once it
+        reads again, else keep it alive (a stalled stream needs no keep-alive)."""
         wrote = self._wrote
         if (wrote or self.stalled_since is not None) and self._dropped_as_slow(now):
             return
-        if self._held is not None:
+        if self.stalled_since is not None:
             self._wrote = False
             return
         if self.keepalive <= 0:
@@ -355,141 +290,26 @@ class DownstreamStream:
 
     def _write(self, data: bytes) -> None:
         stream = self._stream
-        if self._state != _OPEN or stream.closed:
+        if self._state != OPEN or stream.closed:
             return
         self._wrote = True
         server = self._server
-        held = self._held
-        if held is None:
-            stream.send_data(data)
-            server.metrics.inc("stream.data.sent", server.name, len(data))
-            buffered = stream.buffered
-            if buffered and stream.direct_socket() is not None:
+        stream.send_data(data)
+        server.metrics.inc("stream.data.sent", server.name, len(data))
+        buffered = stream.buffered
+        if buffered:
+            if buffered > server.max_buffered:
+                self._drop_slow("bytes", buffered)
+            elif stream.direct_socket() is not None:
                 self.refused()  # its socket did not take the write whole (see the module doc)
-        else:
-            held.add(data)
-            buffered = stream.buffered + held.size
-        if buffered > server.max_buffered:
-            self._drop_slow("bytes", buffered)
-
-    def _send_held(self) -> None:
-        """The client reads again (or the stream ends): send what was held, in one write."""
-        held, self._held = self._held, None
-        if held is None:
-            return
-        data = held.take()
-        held.release()
-        if data:
-            self._stream.send_data(data)
-            server = self._server
-            server.metrics.inc("stream.data.sent", server.name, len(data))
-
-    def _pace(self, stalled: bool) -> None:
-        """The client stopped reading (``True``): keep what is written to it; or it reads again:
-        send it what was kept, and write it at once from now on. The source is told."""
-        if stalled:
-            group = self.group
-            self._held = group.hold(self) if group is not None else Hold()
-        else:
-            self._send_held()
-        subscription = self.subscription
-        if subscription is not None:
-            subscription.pace(stalled)
-
-    def _dropped_as_slow(self, now: float) -> bool:
-        """Check the client's unsent bytes against both bounds; True when it was dropped."""
-        server = self._server
-        unsent = self._stream.unsent
-        held = self._held
-        behind = unsent if held is None else unsent + held.size
-        stalled_since = self.stalled_since
-        if behind > server.max_buffered:
-            self._drop_slow("bytes", behind)
-        elif stalled_since is None:
-            if unsent > server.stall_mark:
-                self._stall(now, server.stall_mark)
-        elif unsent <= self._resume_at:
-            self.stalled_since = None
-            self._cancel_stall_timer()
-            self._pace(False)
-        elif 0 < server.slow_client_timeout <= now - stalled_since:
-            self._drop_slow("time", behind, now - stalled_since)
-        return self._state == _CLOSED
-
-    def refused(self) -> None:
-        """A write to the client's socket left bytes to its transport: the kernel holds what it
-        takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`, set by
-        :meth:`~ssegate.contract.exchange.ResponseStream.direct_socket`), its window is shut. The
-        client stalls now, not when the sweep finds it over the mark, and its source is told at
-        once (:meth:`Subscription.pace`): a replay stops there."""
-        if self.stalled_since is None and self._state == _OPEN:
-            server = self._server
-            self._stall(server.sweep.clock(), server.resume_mark)
-
-    def _drained(self) -> None:
-        """The connection took what waited for it: a stalled client may read again; it is
-        asked now rather than at the next sweep."""
-        if self.stalled_since is not None and self._state == _OPEN:
-            self._dropped_as_slow(self._server.sweep.clock())
-
-    def _stall(self, now: float, resume_at: int) -> None:
-        """The client reads nothing since ``now``: hold its writes, and time the stall, until
-        its unsent bytes are down to ``resume_at``."""
-        self.stalled_since = now
-        self._resume_at = resume_at
-        self._pace(True)
-        self._time_stall(self._server.slow_client_timeout)
-
-    def _time_stall(self, timeout: float) -> None:
-        """Check again when the stall's ``timeout`` is up (without a running loop, the sweep
-        does, at its next tick)."""
-        if timeout <= 0 or self._state == _CLOSED:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._stall_timer = loop.call_later(timeout, self._stall_ends, timeout)
-
-    def _stall_ends(self, timeout: float) -> None:
-        self._stall_timer = None
-        # A crowd that stalled together times out together: dropped over several loop turns.
-        self._server.turns.run(lambda: self._stall_is_up(timeout))
-
-    def _stall_is_up(self, timeout: float) -> None:
-        stalled_since = self.stalled_since
-        if self._state == _CLOSED or stalled_since is None:
-            return
-        # The loop's clock and the sweep's may differ by a millisecond: the timeout is up.
-        self._dropped_as_slow(max(self._server.sweep.clock(), stalled_since + timeout))
-
-    def _cancel_stall_timer(self) -> None:
-        timer, self._stall_timer = self._stall_timer, None
-        if timer is not None:
-            timer.cancel()
-
-    def _drop_slow(self, reason: str, unsent: int, stalled_for: float = 0.0) -> None:
-        """Too far behind: count it, release the source, and abort the response (its
-        connection too when that is over ``max-buffered`` with what was held for the stream,
-        as it would be had the held bytes been sent)."""
-        server = self._server
-        server.slow_client(self, reason, unsent, stalled_for)
-        server.metrics.inc("stream.errors.sent", server.name)
-        stream = self._stream
-        held = self._held.size if self._held is not None else 0
-        self._close()
-        stream.abort(max(0, server.max_buffered - held))
 
     def _close(self) -> None:
-        if self._state == _CLOSED:
+        if self._state == CLOSED:
             return
-        if self._state == _OPEN:
+        if self._state == OPEN:
             self._server.metrics.gauge("stream.active.sent", self._server.name, -1)
-        self._state = _CLOSED
+        self._state = CLOSED
         self._cancel_stall_timer()
-        held, self._held = self._held, None
-        if held is not None:
-            held.release()
         self._server.sweep.discard(self)
         authorization, self.authorization = self.authorization, None
         if authorization is not None:
@@ -599,7 +419,7 @@ class SseServer:
         return None
 
     def slow_client(
-        self, sink: DownstreamStream, reason: str, unsent: int, stalled_for: float
+        self, sink: SlowClientPolicy, reason: str, unsent: int, stalled_for: float
     ) -> None:
         log.warning(
             "sse.slow_client_closed",

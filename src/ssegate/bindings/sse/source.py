@@ -108,11 +108,12 @@ class Subscription(Protocol):
         over by a filter) returns it here once per move."""
 
     def pace(self, stalled: bool) -> None:
-        """The client stopped reading (``True``): until it reads again (``False``) its stream
-        takes what is written in one write per sweep tick, so a source that counts the streams
-        it writes (the Kafka cache server's ``ssegate.kafka.subscribers``) need not count this
-        one, and a source that can wait (a replay from the Kafka cache) writes no more until
-        then: it keeps its place and goes on from there."""
+        """The one backpressure signal: the client stopped reading (``True``), or reads again
+        (``False``). A source that can wait writes nothing more until then, and then goes on
+        from where it stopped (the sse-kafka proxy resumes from the partition cache as a
+        reconnect with the last event id would: nothing is kept for the client meanwhile). A
+        source that cannot wait writes on; its bytes wait in the client's connection, which
+        the sse server closes past ``max-buffered``."""
 
 
 @runtime_checkable

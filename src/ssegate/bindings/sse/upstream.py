@@ -12,6 +12,11 @@ of an opened fanout (the chunk framed once, one ``send()`` per cleartext HTTP/1.
 from C, as the sse-kafka cohorts write). A member that is not in step (it joined without an id
 while the fanout's id is set) gets its next items through :meth:`SseSink.event` with the id
 written out, and is in step, and in the group, after that.
+A member whose client stops reading (:meth:`FanoutMember.pace`, the sse server's backpressure
+signal) is written nothing more: it leaves the group with a place in the fanout's
+:class:`~ssegate.bindings.sse.upstream_log.UpstreamLog`, and once its client reads again it is
+written what it missed, in one write, and placed again. What it is owed counts toward its
+stream's ``max-buffered``: past it the stream is dropped as a slow client.
 A sink that checks each event (:attr:`SseSink.check`, a ``requests[].content`` model) always
 gets its items one by one through :meth:`SseSink.event`, which applies the check, and so does
 one whose client asked for ``ext=timestamp``: its events carry the moment they
@@ -31,7 +36,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from ssegate.bindings.sse.fanout import SinkGroup
+from ssegate.bindings.sse.server import DownstreamStream
 from ssegate.bindings.sse.source import SseSink
+from ssegate.bindings.sse.upstream_log import LogPlace, UpstreamLog
 from ssegate.sse_codec.encoder import encode_event
 from ssegate.sse_codec.parser import SseEvent, SseIdOnly
 
@@ -66,7 +73,12 @@ class FanoutMember:
         return None
 
     def pace(self, stalled: bool) -> None:
-        """The upstream's events are relayed as they come, spaced by nothing to adjust."""
+        """The client stopped reading: write it nothing until it reads again, then what it
+        missed (see the module's doc)."""
+        if stalled:
+            self.fanout.stop(self)
+        else:
+            self.fanout.go_on(self)
 
     def deliver_items(self, items: Sequence[UpstreamItem]) -> None:
         """Send ``items`` one by one with this member's own id bookkeeping (and, for a client
@@ -104,7 +116,11 @@ class UpstreamFanout:
         self._group: SinkGroup[FanoutMember] = SinkGroup()
         """The in-step members of the opened fanout, written the shared bytes at once."""
         self._apart: dict[FanoutMember, None] = {}
-        """The other members, written one by one; a member in neither is in the group."""
+        """The other members, written one by one."""
+        self._stopped: dict[FanoutMember, LogPlace] = {}
+        """Members whose client reads nothing, and where they left :attr:`_log`. A member in
+        none of the three is in the group."""
+        self._log: UpstreamLog[UpstreamItem] = UpstreamLog()
         self._on_empty = on_empty
 
     def __len__(self) -> int:
@@ -129,7 +145,11 @@ class UpstreamFanout:
         if member.fanout is not self or member not in self._members:
             return
         del self._members[member]
-        self._leave(member)
+        place = self._stopped.pop(member, None)
+        if place is not None:
+            self._log.release(place)
+        else:
+            self._leave(member)
         if not self._members:
             self._on_empty()
 
@@ -140,7 +160,10 @@ class UpstreamFanout:
         moved = other.members
         other._members = {}
         for member in moved:
-            other._leave(member)
+            if member in other._stopped:  # what it missed there waits in its connection
+                other._catch_up(member)
+            else:
+                other._leave(member)
             member.fanout = self
             self._members[member] = None
             self._apart[member] = None
@@ -152,7 +175,30 @@ class UpstreamFanout:
 
     def writes_as_group(self, member: FanoutMember) -> bool:
         """``member`` is written through the group."""
-        return member in self._members and member not in self._apart
+        return member in self._members and member not in self._apart and member not in self._stopped
+
+    def stop(self, member: FanoutMember) -> None:
+        """``member``'s client reads nothing: write it nothing more until :meth:`go_on`."""
+        if member in self._members and member not in self._stopped:
+            self._leave(member)
+            self._stopped[member] = self._log.mark()
+
+    def go_on(self, member: FanoutMember) -> None:
+        """``member``'s client reads again: write it what it missed, and place it again."""
+        if member in self._stopped:
+            self._catch_up(member)
+            self._apart[member] = None
+            if self.opened and not member.sink.closed:
+                self._place(member)
+
+    def _catch_up(self, member: FanoutMember) -> None:
+        """Write stopped ``member`` what the log holds for it, and release its place."""
+        place = self._stopped.pop(member)
+        owed = self._log.since(place)
+        self._log.release(place)
+        if owed and not member.sink.closed:
+            items = [item for entry in owed for item in entry[0]]
+            self._write_to(member, items, [entry[1] for entry in owed])
 
     def _place(self, member: FanoutMember) -> None:
         """Into the group once in step (and the fanout opened), out of it otherwise."""
@@ -210,6 +256,12 @@ class UpstreamFanout:
                     member.deliver_items(items)
                 if member in self._apart:  # not removed in the write
                     self._place(member)  # it may be in step now
+            if self._stopped:
+                self._log.append(items, payload)
+                for member, place in list(self._stopped.items()):
+                    sink = member.sink
+                    if isinstance(sink, DownstreamStream):
+                        sink.owed(self._log.owed(place))
         return blocks, marks
 
     def _write_to(
@@ -231,6 +283,8 @@ class UpstreamFanout:
     def end(self) -> None:
         self.closed = True
         for member in self.members:
+            if member in self._stopped:  # what it missed goes before the end
+                self._catch_up(member)
             member.sink.end()
 
     def fail(self, status: int, reason: str) -> None:

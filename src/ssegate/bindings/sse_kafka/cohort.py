@@ -22,7 +22,9 @@ Rules:
 - A keep-alive asks a member for its resume id: the leader's progress, when it moved past the
   last id that member was written (:meth:`Cohort.resume_id`), written to that member alone.
 - A member leaves when its stream closes (:meth:`~.subscriber.TopicSubscriber.cancel`); one
-  that a group write dropped (a slow client) is counted like any dropped subscriber. The last
+  that a group write dropped (a slow client) is counted like any dropped subscriber. A member
+  whose client stops reading leaves too (:meth:`~.subscriber.TopicSubscriber.pace`), from the
+  leader's progress, and joins again once it has read up to the live end. The last
   member leaving ends the cohort and the leader's subscription.
 - ``ssegate.sse_kafka.cohort.streams`` (a gauge, per sse-kafka binding) says how many streams
   cohorts write; the others are written alone.
@@ -64,7 +66,7 @@ class _Written:
 class Cohort:
     """The streams of one topic and shape that the leader writes as one."""
 
-    __slots__ = ("cohorts", "group", "key", "leader", "members", "paced")
+    __slots__ = ("cohorts", "group", "key", "leader", "members")
 
     def __init__(
         self,
@@ -78,8 +80,6 @@ class Cohort:
         self.leader = leader
         self.group = group
         self.members: dict[TopicSubscriber, _Written] = {}
-        self.paced: set[TopicSubscriber] = set()
-        """Members whose client stopped reading: not counted in what the cohort carries."""
 
     def add(self, member: TopicSubscriber) -> None:
         self.members[member] = _Written(member._last_token, self.group.writes)
@@ -90,7 +90,6 @@ class Cohort:
     def remove(self, member: TopicSubscriber) -> None:
         if self.members.pop(member, None) is None:
             return
-        self.paced.discard(member)
         self.group.discard(member.sink)
         self.leader.metrics.gauge(STREAMS_METRIC, self.leader.binding, -1)
         if self.members:
@@ -114,26 +113,24 @@ class Cohort:
             return None
         leader = self.leader
         token = leader.live_token()
-        writes = self.group.writes
-        last = written.token if written.writes == writes else leader._last_token
+        last = self.last_written(member)
         if token == last or not leader.progress.offsets:
             return None
-        written.token, written.writes = token, writes
+        written.token, written.writes = token, self.group.writes
         return format_event_id(token, None, leader.id_format, None)
 
-    def pace(self, member: TopicSubscriber, stalled: bool) -> None:
-        """``member``'s client stopped reading (or reads again)."""
-        if member in self.members:
-            if stalled:
-                self.paced.add(member)
-            else:
-                self.paced.discard(member)
-            self._carry()
+    def last_written(self, member: TopicSubscriber) -> str:
+        """The progress token of the last id ``member`` was written: its own keep-alive's,
+        or the group's latest since then."""
+        written = self.members.get(member)
+        if written is None or written.writes != self.group.writes:
+            return self.leader._last_token
+        return written.token
 
     def _carry(self) -> None:
         subscription = self.leader.topic_subscription
         if subscription is not None:
-            subscription.carry(len(self.members) - len(self.paced))
+            subscription.carry(len(self.members))
 
 
 class Cohorts:

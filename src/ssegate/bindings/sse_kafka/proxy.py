@@ -252,6 +252,7 @@ class SseKafkaProxy:
             shared=self.shared,
             cohorts=self.cohorts,
             source=route.source,
+            default=default,
         )
         if since is not None:
             for partition, earliest in (before_retention or {}).items():

@@ -2,8 +2,11 @@
 
 :class:`TopicSubscriber` is the :class:`~ssegate.kafka.topics.TopicListener` the proxy hands to
 the Kafka cache and the :class:`~ssegate.bindings.sse.source.Subscription` it hands back to the
-sse server. Per message it moves its progress, asks its filter, and writes the SSE block
-``id:<progress>`` + the message's shared block. Rules:
+sse server. Per batch it moves its progress, asks its filter, and writes the SSE blocks
+``id:<progress>`` + each message's shared block (:func:`~.batch_outcome.work_out`). It is
+composed of :class:`~.live_partitions.LivePartitions` (where it is live, and what that makes
+its progress) and :class:`~.resume_points.ResumePoints` (the ids it writes without an event:
+keep-alives, id-only blocks, ``event:reset``). Rules:
 
 - Messages arrive per partition in offset order and are written as they arrive: no partition
   waits for another.
@@ -24,31 +27,18 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
   check, worked out and reported once per message with its shared encoding (never per
   subscriber, and not at all without a check); one that fails is written as its ``id:`` alone,
   so the client's cursor still moves past it. The check is part of the subscriber's shape.
-- A client that asked for ``ext=timestamp`` gets ``timestamp:0x<hex>`` (the record's timestamp,
-  milliseconds since the epoch) before each message's ``id:``; it is part of the subscriber's
-  shape, so such clients share their bytes among themselves.
-- A subscriber with filters declares their :class:`~ssegate.kafka.topics.Interest`: once live
-  on a partition it is offered only the messages it may want, and is not called at all for a
-  batch with none. Its progress on a live partition is the topic's shared
-  :class:`~ssegate.kafka.topics.LivePositions`, read when an id is written (the feed moves it
-  once per batch for every subscriber; nobody advances it per subscriber per message).
-- The resume point of a quiet stream rides on its keep-alive (:meth:`TopicSubscriber.resume_id`,
-  asked by the sse server each keep-alive interval): ``id:<progress>`` and a blank line instead
-  of the ``:`` comment, when the progress moved since the last id written. One write per stream
-  per interval at most, so a reconnect never rescans a filtered gap older than one interval.
-- Before a partition is live (replay, catch-up), messages the filter drops and offsets the
-  cache passed over move the progress without an event. Once :data:`ID_ONLY_AFTER_SKIPPED` of
-  them pile up, or :data:`ID_ONLY_AFTER_SECONDS` after the last id written, an id-only block
-  goes out, so a reconnect does not scan the gap again. Once a partition is live, messages the
-  interest index offers that the filter still drops (the key matches, a header does not) move
-  the progress the same way, and only the keep-alive carries it past them.
-- A requested offset below the log start (retention) starts the partition at the earliest
-  offset and says so: ``event:reset`` with ``data:{"partition":P,"requested":R,"earliest":E}``
-  and the new id, before the messages that follow. A ``since`` time at or before the oldest
-  record retention left is said the same way, ``since`` (ms) in place of ``requested``.
+- A client that asked for ``ext=timestamp`` gets ``timestamp:0x<hex>`` before each message's
+  ``id:``; it is part of the subscriber's shape, so such clients share their bytes among
+  themselves.
 - Nothing is queued here. Bytes go straight to the sink, whose stream closes a client that
   falls more than ``max-buffered`` behind; the client reconnects with its last id and resumes.
   A subscriber that finds its sink closed cancels its topic subscription.
+- A client that stops reading (:meth:`TopicSubscriber.pace`, the sse server's one backpressure
+  signal) stops its subscriber: it leaves its cohort or cancels its topic subscription, and
+  keeps its progress (what its client was written, every live partition at the topic's live
+  end). Once the client reads again it subscribes from there, exactly as a reconnect with its
+  last event id would: from the partition cache, or from the broker once the cache let that go;
+  then it goes live and joins its cohort again. Nothing is kept for it meanwhile.
 - A subscriber live on every partition of its topic joins the :class:`~.cohort.Cohort` of its
   shape (when its proxy keeps cohorts): its own topic subscription ends, and the cohort's
   leader, a subscriber writing into a :class:`~ssegate.bindings.sse.fanout.SinkGroup`, writes
@@ -58,27 +48,29 @@ sse server. Per message it moves its progress, asks its filter, and writes the S
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ssegate.bindings.sse.source import SseSink
-from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder, format_event_id
+from ssegate.bindings.sse_kafka.batch_outcome import work_out
+from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder
 from ssegate.bindings.sse_kafka.filters import MessageFilter
-from ssegate.bindings.sse_kafka.shared import BatchOutcome, EncodedMessages, SharedBatches
+from ssegate.bindings.sse_kafka.live_partitions import LivePartitions
+from ssegate.bindings.sse_kafka.resume_points import ResumePoints
+from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
 from ssegate.bindings.sse_kafka.traced_write import write_traced
 from ssegate.kafka.topics import (
+    DefaultOffset,
     Interest,
     KafkaMessage,
     LivePositions,
     TopicSource,
     TopicSubscription,
+    UnknownTopic,
 )
 from ssegate.models.topics import ValueView
-from ssegate.sse_codec.encoder import timestamp_line
 from ssegate.telemetry import log
 from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.traces import DELIVERY
@@ -91,9 +83,9 @@ class CohortSeat(Protocol):
 
     def resume_id(self, member: TopicSubscriber) -> str | None: ...
 
-    def remove(self, member: TopicSubscriber) -> None: ...
+    def last_written(self, member: TopicSubscriber) -> str: ...
 
-    def pace(self, member: TopicSubscriber, stalled: bool) -> None: ...
+    def remove(self, member: TopicSubscriber) -> None: ...
 
 
 class CohortOffers(Protocol):
@@ -101,10 +93,6 @@ class CohortOffers(Protocol):
     (:class:`~.cohort.Cohorts`)."""
 
     def offer(self, subscriber: TopicSubscriber) -> None: ...
-
-
-ID_ONLY_AFTER_SKIPPED = 1000
-ID_ONLY_AFTER_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -122,24 +110,20 @@ class TopicSubscriber:
 
     __slots__ = (
         "_cancelled",
-        "_clock",
         "_cohort",
-        "_id_timer",
-        "_last_id_at",
-        "_last_token",
-        "_live",
-        "_live_partitions",
-        "_partitions",
-        "_skipped",
+        "_stopped_at",
         "binding",
         "check",
         "cohorts",
+        "default",
         "encoded",
         "filter",
         "id_format",
         "interest",
+        "live",
         "metrics",
         "progress",
+        "resume_points",
         "shape",
         "shared",
         "sink",
@@ -167,6 +151,7 @@ class TopicSubscriber:
         clock: Callable[[], float] = time.monotonic,
         cohorts: CohortOffers | None = None,
         source: TopicSource | None = None,
+        default: DefaultOffset | None = None,
     ) -> None:
         self.sink = sink
         self.topic = topic
@@ -185,19 +170,17 @@ class TopicSubscriber:
             message_filter.interest() if message_filter is not None else None
         )
         self.topic_subscription: TopicSubscription | None = None
-        self._live: LivePositions | None = None
-        self._live_partitions: tuple[int, ...] = ()
-        self._last_token = ""
+        self.live = LivePartitions()
+        self.resume_points = ResumePoints(sink, id_format, clock)
         self._cancelled = False
-        self._clock = clock
-        self._skipped = 0
-        self._last_id_at = clock()
-        self._id_timer: asyncio.TimerHandle | None = None
         self.cohorts = cohorts if source is not None else None
         """Where this subscriber joins a cohort once live (with ``source``, which a cohort's
         leader subscribes to); ``None``: it stays alone."""
         self.source = source
-        self._partitions = 0
+        self.default = default
+        """The topic's default offset this subscriber asked for: a resume asks for it again."""
+        self._stopped_at: dict[int, int] | None = None
+        """While its client reads nothing: where it goes on from (partition → next offset)."""
         self._cohort: CohortSeat | None = None
         """The cohort this subscriber is (or was, once cancelled) a member of."""
 
@@ -206,36 +189,31 @@ class TopicSubscriber:
     def on_partitions(self, partitions: Sequence[int]) -> None:
         if self._gone():
             return
-        self._partitions = len(partitions)
+        self.live.known = len(partitions)
         self.sink.open()
 
     def on_live(self, partition: int, positions: LivePositions) -> None:
-        self._live = positions
-        if partition not in self._live_partitions:
-            self._live_partitions = (*self._live_partitions, partition)
+        self.live.add(partition, positions)
         if self.cohorts is not None and self._cohort is None and self.live_everywhere:
             self.cohorts.offer(self)
 
     def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
         if self._gone():
             return
-        if self._live_partitions:
-            self._follow_live()
-        progress = self.progress
+        live, progress, points = self.live, self.progress, self.resume_points
+        if live.partitions:
+            live.follow(progress)
         outcomes = self.shared.outcomes(messages)
         key = (self.shape, progress.token())
         outcome = outcomes.get(key)
         if outcome is None:
-            outcome = outcomes[key] = self._work_out(messages)
+            outcome = outcomes[key] = work_out(messages, self.shape, progress, self.encoded)
         else:
             progress.adopt(outcome.progress)
         if outcome.data is None:
-            self._skipped += outcome.skipped
+            points.skipped += outcome.skipped
         else:
-            self._skipped = outcome.skipped
-            self._last_id_at = self._clock()
-            self._last_token = outcome.progress.token
-            self._cancel_id_timer()
+            points.written(outcome.progress.token, outcome.skipped)
             if DELIVERY.current is None:
                 self.sink.write_encoded(outcome.data)
             else:  # a batch with traced records fans out
@@ -244,44 +222,16 @@ class TopicSubscriber:
             if self.sink.closed:  # too far behind: the sse server closed it just now
                 self._dropped()
                 return
-        if self._skipped and not self._all_live(messages):
-            self._passed_over()  # a live partition's gap rides on the keep-alive (module doc)
-
-    def _all_live(self, messages: Sequence[KafkaMessage]) -> bool:
-        live = self._live_partitions
-        return bool(live) and all(message.partition in live for message in messages)
-
-    def _work_out(self, messages: Sequence[KafkaMessage]) -> BatchOutcome:
-        """Move the progress through ``messages`` and encode what this shape writes."""
-        progress = self.progress
-        accepts = self.filter.matches if self.filter is not None else None
-        get = self.encoded.get
-        view = self.view
-        check = self.check
-        id_format = self.id_format
-        timestamps = self.shape.timestamps
-        out: list[bytes] = []
-        skipped = 0
-        for message in messages:
-            progress.advance(message.partition, message.offset + 1)
-            if accepts is not None and not accepts(message):
-                skipped += 1
-                continue
-            skipped = 0
-            shared = get(message, view, check)
-            event_id = format_event_id(progress.token(), shared.etag, id_format, shared.key64)
-            if timestamps:
-                out.append(timestamp_line(message.timestamp_ms))
-            out.append(b"id:" + event_id.encode() + b"\n" + shared.block)
-        data = (b"".join(out) if len(out) > 1 else out[0]) if out else None
-        return BatchOutcome(data, progress.snapshot(), skipped)
+        if points.skipped and not live.covers(messages):
+            # a live partition's gap rides on the keep-alive (:mod:`~.resume_points`)
+            points.passed_over(self.send_id_only, self._gone)
 
     def on_skipped(self, partition: int, next_offset: int) -> None:
         if self._gone():
             return
         if self.progress.advance(partition, next_offset):
-            self._skipped += 1
-            self._passed_over()
+            self.resume_points.skipped += 1
+            self.resume_points.passed_over(self.send_id_only, self._gone)
 
     def on_reset(self, partition: int, requested: int, earliest: int) -> None:
         self._reset(partition, earliest, "requested", requested)
@@ -305,10 +255,7 @@ class TopicSubscriber:
         )
         self.metrics.inc("ssegate.sse_kafka.resets", self.binding)
         self.stats.resets += 1
-        data = json.dumps(
-            {"partition": partition, asked: value, "earliest": earliest}, separators=(",", ":")
-        )
-        self._write_id(data, event="reset")
+        self.resume_points.reset(self.live_token(), partition, earliest, asked, value)
 
     def on_status(self, available: bool, reason: str = "") -> None:
         # The cache logs the broker's state once per topic; the stream stays open and resumes
@@ -320,36 +267,67 @@ class TopicSubscriber:
     def resume_id(self) -> str | None:
         """The id to carry on a keep-alive: the progress, when it moved past the last id
         written (the stream passed over messages its filter does not want); else ``None``."""
-        if self._cancelled:
+        if self._cancelled or self._stopped_at is not None:
             return None
         if self._cohort is not None:
             return self._cohort.resume_id(self)
-        if self._live_partitions:
-            self._follow_live()
-        token = self.progress.token()
-        if token == self._last_token or not self.progress.offsets:
-            return None
-        self._last_token = token
-        self._skipped = 0
-        self._last_id_at = self._clock()
-        self._cancel_id_timer()
-        return format_event_id(token, None, self.id_format, None)
+        token = self.live_token()
+        return self.resume_points.keep_alive(token) if self.progress.offsets else None
 
     def pace(self, stalled: bool) -> None:
-        """The stream's client stopped reading (or reads again): it is not counted among the
-        streams the topic's batches are spaced for (:meth:`TopicSubscription.carry`)."""
+        """The stream's client stopped reading: stop; or it reads again: go on from where it
+        stopped (see the module's doc)."""
         if self._cancelled:
             return
-        if self._cohort is not None:
-            self._cohort.pace(self, stalled)
-        elif self.topic_subscription is not None:
-            self.topic_subscription.carry(0 if stalled else 1)
+        if stalled:
+            self._stop()
+        else:
+            self._resume()
+
+    def resume_start(self) -> dict[int, int]:
+        """Where a subscription that goes on from this subscriber's progress starts: each
+        partition it moved on, every live one at the topic's live end."""
+        return self.live.start(self.progress)
+
+    def _stop(self) -> None:
+        if self._stopped_at is not None:
+            return
+        cohort, self._cohort = self._cohort, None
+        if cohort is not None:  # what the cohort wrote it is the leader's progress
+            start = cohort.leader.resume_start()
+            self.resume_points.last_token = cohort.last_written(self)
+            cohort.remove(self)
+            self.progress = ProgressEncoder(start)
+        else:
+            start = self.resume_start()
+            subscription, self.topic_subscription = self.topic_subscription, None
+            if subscription is not None:
+                subscription.cancel()
+        self._stopped_at = start
+        self.live.clear()
+        self.resume_points.cancel_timer()
+
+    def _resume(self) -> None:
+        start, self._stopped_at = self._stopped_at, None
+        if start is None or self.source is None:
+            return
+        try:
+            self.topic_subscription = self.source.subscribe(
+                self.topic, start, self, default=self.default
+            )
+        except UnknownTopic:  # deleted while the client read nothing
+            log.warning("sse_kafka.topic_gone", binding=self.binding, topic=self.topic)
+            self.sink.end()
+            self.cancel()
+            return
+        if self.sink.closed:
+            self.cancel()
 
     def cancel(self) -> None:
         if self._cancelled:
             return
         self._cancelled = True
-        self._cancel_id_timer()
+        self.resume_points.cancel_timer()
         subscription, self.topic_subscription = self.topic_subscription, None
         if subscription is not None:
             subscription.cancel()
@@ -361,7 +339,7 @@ class TopicSubscriber:
     @property
     def live_everywhere(self) -> bool:
         """Not cancelled, and live on every partition of its topic."""
-        return not self._cancelled and 0 < self._partitions <= len(self._live_partitions)
+        return not self._cancelled and self.live.everywhere
 
     @property
     def joinable(self) -> bool:
@@ -370,8 +348,7 @@ class TopicSubscriber:
 
     def live_token(self) -> str:
         """The progress token, its live partitions moved up to the topic's live end."""
-        if self._live_partitions:
-            self._follow_live()
+        self.live.follow(self.progress)
         return self.progress.token()
 
     def lead(self, sink: SseSink) -> TopicSubscriber:
@@ -389,16 +366,15 @@ class TopicSubscriber:
             stats=self.stats,
             view=self.view,
             shared=self.shared,
-            clock=self._clock,
+            clock=self.resume_points.clock,
         )
-        leader._last_token = self._last_token
+        leader.resume_points.last_token = self.resume_points.last_token
         return leader
 
     def join(self, cohort: CohortSeat) -> None:
         """From now on ``cohort`` writes this subscriber's stream: its own subscription ends."""
         self._cohort = cohort
-        self._cancel_id_timer()
-        self._skipped = 0
+        self.resume_points.clear()
         subscription, self.topic_subscription = self.topic_subscription, None
         if subscription is not None:
             subscription.cancel()
@@ -425,54 +401,12 @@ class TopicSubscriber:
         )
         self.cancel()
 
-    def _passed_over(self) -> None:
-        """Progress moved without an id on the wire: send one now, or arm the timer for it."""
-        due = self._last_id_at + ID_ONLY_AFTER_SECONDS
-        if self._skipped >= ID_ONLY_AFTER_SKIPPED or self._clock() >= due:
-            self.send_id_only()
-            return
-        if self._id_timer is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._id_timer = loop.call_later(max(0.0, due - self._clock()), self._id_timer_fired)
-
-    def _id_timer_fired(self) -> None:
-        self._id_timer = None
-        if self._skipped and not self._gone():
-            self.send_id_only()
-
     def send_id_only(self) -> None:
         """Write ``id:<progress>`` alone: the client's resume point moves, no event fires."""
         self.stats.id_only += 1
-        self._write_id(None, event=None)
+        self.resume_points.write(self.live_token())
 
-    def _write_id(self, data: str | None, *, event: str | None) -> None:
-        self._skipped = 0
-        self._last_id_at = self._clock()
-        self._cancel_id_timer()
-        if self._live_partitions:
-            self._follow_live()
-        token = self._last_token = self.progress.token()
-        self.sink.event(data, event=event, id=format_event_id(token, None, self.id_format, None))
-
-    def _follow_live(self) -> None:
-        """Move the progress of live partitions up to the topic's live end (see module doc)."""
-        live = self._live
-        if live is None:
-            return
-        offsets = live.offsets
-        progress = self.progress
-        own = progress.offsets
-        for partition in self._live_partitions:
-            position = offsets.get(partition, 0)
-            if position > own.get(partition, 0):
-                progress.advance(partition, position)
-                own = progress.offsets
-
-    def _cancel_id_timer(self) -> None:
-        timer, self._id_timer = self._id_timer, None
-        if timer is not None:
-            timer.cancel()
+    @property
+    def _last_token(self) -> str:
+        """The progress token of the last id this subscriber wrote (its cohort reads it)."""
+        return self.resume_points.last_token

@@ -4,10 +4,11 @@
 sink: one stream, or the :class:`~ssegate.bindings.sse.fanout.SinkGroup` of its cohort. While
 :data:`~ssegate.telemetry.traces.DELIVERY` has a batch under way (its one test per write, made
 by the subscriber), :func:`write_traced` makes that call instead and tells the batch's trace
-what the write reached: the streams written, those held back because their client reads
-nothing (the bytes wait in their hold: :mod:`ssegate.bindings.sse.hold`), and those the write
-closed as too slow. The trace itself (which records the write carried) is the telemetry's; this
-module only knows how to count a sink's streams.
+what the write reached: the streams written (what their socket did not take waits in their
+connection), those of them whose client the write found not reading (they stall: their source
+writes them no more until they read again), and those the write closed as too slow. The trace
+itself (which records the write carried) is the telemetry's; this module only knows how to count
+a sink's streams.
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ def write_traced(
 ) -> None:
     """``sink.write_encoded(data)``, reported to ``trace`` as a write of ``messages`` through a
     filter that ``accepts`` them."""
-    if isinstance(sink, SinkGroup):
-        members, held = len(sink), sink.held_members
-    else:
-        members, held = 1, int(isinstance(sink, DownstreamStream) and sink.held)
+    members = len(sink) if isinstance(sink, SinkGroup) else 1
     started = time.time_ns()
     sink.write_encoded(data)
     ended = time.time_ns()
-    left = len(sink) if isinstance(sink, SinkGroup) else int(not sink.closed)
-    dropped = max(0, members - left)
-    written = max(0, members - held - dropped)
-    trace.written(messages, accepts, (written, held, dropped), started, ended)
+    if isinstance(sink, SinkGroup):  # a member that stalls in the write leaves the group
+        stalled = sink.stalled
+        dropped = max(0, members - len(sink) - stalled)
+    else:
+        stalled = int(isinstance(sink, DownstreamStream) and sink.stalled and not sink.closed)
+        dropped = int(sink.closed)
+    written = max(0, members - dropped)
+    trace.written(messages, accepts, (written, stalled, dropped), started, ended)
