@@ -41,7 +41,7 @@ import asyncio
 from dataclasses import dataclass
 
 from ssegate.bindings.sse.fanout import SinkGroup
-from ssegate.bindings.sse_kafka.event_id import format_event_id
+from ssegate.bindings.sse_kafka.event_id import ProgressEncoder, format_event_id
 from ssegate.bindings.sse_kafka.shared import SubscriberShape
 from ssegate.bindings.sse_kafka.subscriber import TopicSubscriber
 from ssegate.kafka.topics import UnknownTopic
@@ -82,16 +82,16 @@ class Cohort:
         self.members: dict[TopicSubscriber, _Written] = {}
 
     def add(self, member: TopicSubscriber) -> None:
-        self.members[member] = _Written(member._last_token, self.group.writes)
+        self.members[member] = _Written(member.resume_points.last_token, self.group.writes)
         self.group.add(member.sink, member)
-        self.leader.metrics.gauge(STREAMS_METRIC, self.leader.binding, 1)
+        self.leader.shares.metrics.gauge(STREAMS_METRIC, self.leader.shares.binding, 1)
         self._carry()
 
     def remove(self, member: TopicSubscriber) -> None:
         if self.members.pop(member, None) is None:
             return
         self.group.discard(member.sink)
-        self.leader.metrics.gauge(STREAMS_METRIC, self.leader.binding, -1)
+        self.leader.shares.metrics.gauge(STREAMS_METRIC, self.leader.shares.binding, -1)
         if self.members:
             self._carry()
         else:
@@ -124,7 +124,7 @@ class Cohort:
         or the group's latest since then."""
         written = self.members.get(member)
         if written is None or written.writes != self.group.writes:
-            return self.leader._last_token
+            return self.leader.resume_points.last_token
         return written.token
 
     def _carry(self) -> None:
@@ -185,7 +185,7 @@ class Cohorts:
         group: SinkGroup[TopicSubscriber] = SinkGroup(
             timestamps=shape.timestamps, check=shape.check, on_dropped=_dropped
         )
-        leader = subscriber.lead(group)
+        leader = _leader_like(subscriber, group)
         try:
             leader.topic_subscription = source.subscribe(
                 subscriber.topic, dict(leader.progress.offsets), leader, default="live"
@@ -197,6 +197,22 @@ class Cohorts:
             return None
         cohort = self._cohorts[key] = Cohort(self, key, leader, group)
         return cohort
+
+
+def _leader_like(subscriber: TopicSubscriber, group: SinkGroup[TopicSubscriber]) -> TopicSubscriber:
+    """A subscriber like ``subscriber`` (same topic, shape and progress) writing into
+    ``group``: a cohort's leader, not yet subscribed."""
+    leader = TopicSubscriber(
+        group,
+        topic=subscriber.topic,
+        progress=ProgressEncoder(subscriber.progress.offsets),
+        message_filter=subscriber.filter,
+        id_format=subscriber.id_format,
+        shares=subscriber.shares,
+        view=subscriber.view,
+    )
+    leader.resume_points.last_token = subscriber.resume_points.last_token
+    return leader
 
 
 def _dropped(member: TopicSubscriber) -> None:

@@ -55,7 +55,7 @@ from ssegate.bindings.sse_kafka.event_id import (
 from ssegate.bindings.sse_kafka.filters import FilterTemplate, MessageFilter
 from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
 from ssegate.bindings.sse_kafka.since import Since, SinceError, SinceStart, since_of
-from ssegate.bindings.sse_kafka.subscriber import SubscriberStats, TopicSubscriber
+from ssegate.bindings.sse_kafka.subscriber import Shares, SubscriberStats, TopicSubscriber
 from ssegate.bindings.sse_kafka.timed_start import TimedStart
 from ssegate.config.errors import ConfigError
 from ssegate.config.model import Binding, Route
@@ -138,6 +138,7 @@ class SseKafkaProxy:
         self.encoded = EncodedMessages(binding=name, metrics=metrics)
         self.shared = SharedBatches()
         self.stats = SubscriberStats()
+        self.shares = Shares(name, metrics, self.stats, self.encoded, self.shared)
         self.cohorts = Cohorts()
         """Live streams in step, written as one (:mod:`~ssegate.bindings.sse_kafka.cohort`)."""
 
@@ -244,12 +245,8 @@ class SseKafkaProxy:
             progress=ProgressEncoder(start),
             message_filter=message_filter,
             id_format=route.id_format,
-            encoded=self.encoded,
-            binding=self.name,
-            metrics=self.metrics,
-            stats=self.stats,
+            shares=self.shares,
             view=route.source.value_text(topic),
-            shared=self.shared,
             cohorts=self.cohorts,
             source=route.source,
             default=default,

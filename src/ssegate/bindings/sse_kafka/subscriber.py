@@ -105,6 +105,19 @@ class SubscriberStats:
     resets: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """What every subscriber of one sse-kafka proxy shares: where it counts and logs, the
+    messages' encodings and the batches' outcomes it reuses, and its clock."""
+
+    binding: str
+    metrics: Metrics
+    stats: SubscriberStats
+    encoded: EncodedMessages
+    batches: SharedBatches
+    clock: Callable[[], float] = time.monotonic
+
+
 class TopicSubscriber:
     """Feeds one sink from one topic subscription (a TopicListener and a Subscription)."""
 
@@ -112,23 +125,19 @@ class TopicSubscriber:
         "_cancelled",
         "_cohort",
         "_stopped_at",
-        "binding",
         "check",
         "cohorts",
         "default",
-        "encoded",
         "filter",
         "id_format",
         "interest",
         "live",
-        "metrics",
         "progress",
         "resume_points",
         "shape",
-        "shared",
+        "shares",
         "sink",
         "source",
-        "stats",
         "topic",
         "topic_subscription",
         "view",
@@ -142,13 +151,8 @@ class TopicSubscriber:
         progress: ProgressEncoder,
         message_filter: MessageFilter | None,
         id_format: EventIdFormat,
-        encoded: EncodedMessages,
-        binding: str,
-        metrics: Metrics,
-        stats: SubscriberStats,
+        shares: Shares,
         view: ValueView | None = None,
-        shared: SharedBatches | None = None,
-        clock: Callable[[], float] = time.monotonic,
         cohorts: CohortOffers | None = None,
         source: TopicSource | None = None,
         default: DefaultOffset | None = None,
@@ -158,20 +162,18 @@ class TopicSubscriber:
         self.progress = progress
         self.filter = message_filter
         self.id_format = id_format
-        self.encoded = encoded
-        self.binding = binding
-        self.metrics = metrics
-        self.stats = stats
+        self.shares = shares
         self.view = view
-        self.shared = shared if shared is not None else SharedBatches()
         self.check = sink.check
-        self.shape = self.shared.shape(message_filter, id_format, view, sink.timestamps, self.check)
+        self.shape = shares.batches.shape(
+            message_filter, id_format, view, sink.timestamps, self.check
+        )
         self.interest: Interest | None = (
             message_filter.interest() if message_filter is not None else None
         )
         self.topic_subscription: TopicSubscription | None = None
         self.live = LivePartitions()
-        self.resume_points = ResumePoints(sink, id_format, clock)
+        self.resume_points = ResumePoints(sink, id_format, shares.clock)
         self._cancelled = False
         self.cohorts = cohorts if source is not None else None
         """Where this subscriber joins a cohort once live (with ``source``, which a cohort's
@@ -203,11 +205,11 @@ class TopicSubscriber:
         live, progress, points = self.live, self.progress, self.resume_points
         if live.partitions:
             live.follow(progress)
-        outcomes = self.shared.outcomes(messages)
+        outcomes = self.shares.batches.outcomes(messages)
         key = (self.shape, progress.token())
         outcome = outcomes.get(key)
         if outcome is None:
-            outcome = outcomes[key] = work_out(messages, self.shape, progress, self.encoded)
+            outcome = outcomes[key] = work_out(messages, self.shape, progress, self.shares.encoded)
         else:
             progress.adopt(outcome.progress)
         if outcome.data is None:
@@ -245,16 +247,7 @@ class TopicSubscriber:
         if self._gone():
             return
         self.progress.advance(partition, earliest)
-        log.warning(
-            "sse_kafka.offset_reset",
-            binding=self.binding,
-            topic=self.topic,
-            partition=partition,
-            earliest=earliest,
-            **{asked: value},
-        )
-        self.metrics.inc("ssegate.sse_kafka.resets", self.binding)
-        self.stats.resets += 1
+        report_reset(self.shares, self.topic, partition, earliest, asked, value)
         self.resume_points.reset(self.live_token(), partition, earliest, asked, value)
 
     def on_status(self, available: bool, reason: str = "") -> None:
@@ -284,22 +277,17 @@ class TopicSubscriber:
         else:
             self._resume()
 
-    def resume_start(self) -> dict[int, int]:
-        """Where a subscription that goes on from this subscriber's progress starts: each
-        partition it moved on, every live one at the topic's live end."""
-        return self.live.start(self.progress)
-
     def _stop(self) -> None:
         if self._stopped_at is not None:
             return
         cohort, self._cohort = self._cohort, None
         if cohort is not None:  # what the cohort wrote it is the leader's progress
-            start = cohort.leader.resume_start()
+            start = cohort.leader.live.start(cohort.leader.progress)
             self.resume_points.last_token = cohort.last_written(self)
             cohort.remove(self)
             self.progress = ProgressEncoder(start)
         else:
-            start = self.resume_start()
+            start = self.live.start(self.progress)
             subscription, self.topic_subscription = self.topic_subscription, None
             if subscription is not None:
                 subscription.cancel()
@@ -316,7 +304,7 @@ class TopicSubscriber:
                 self.topic, start, self, default=self.default
             )
         except UnknownTopic:  # deleted while the client read nothing
-            log.warning("sse_kafka.topic_gone", binding=self.binding, topic=self.topic)
+            log.warning("sse_kafka.topic_gone", binding=self.shares.binding, topic=self.topic)
             self.sink.end()
             self.cancel()
             return
@@ -351,26 +339,6 @@ class TopicSubscriber:
         self.live.follow(self.progress)
         return self.progress.token()
 
-    def lead(self, sink: SseSink) -> TopicSubscriber:
-        """A subscriber like this one (same topic, shape and progress) writing into ``sink``:
-        a cohort's leader, not yet subscribed."""
-        leader = TopicSubscriber(
-            sink,
-            topic=self.topic,
-            progress=ProgressEncoder(self.progress.offsets),
-            message_filter=self.filter,
-            id_format=self.id_format,
-            encoded=self.encoded,
-            binding=self.binding,
-            metrics=self.metrics,
-            stats=self.stats,
-            view=self.view,
-            shared=self.shared,
-            clock=self.resume_points.clock,
-        )
-        leader.resume_points.last_token = self.resume_points.last_token
-        return leader
-
     def join(self, cohort: CohortSeat) -> None:
         """From now on ``cohort`` writes this subscriber's stream: its own subscription ends."""
         self._cohort = cohort
@@ -391,22 +359,37 @@ class TopicSubscriber:
 
     def _dropped(self) -> None:
         """The stream closed under a delivery: the client resumes from its last id."""
-        self.stats.dropped += 1
-        self.metrics.inc("ssegate.sse_kafka.dropped_subscribers", self.binding)
-        log.warning(
-            "sse_kafka.subscriber_dropped",
-            binding=self.binding,
-            topic=self.topic,
-            progress=(self if self._cohort is None else self._cohort.leader).progress.token(),
-        )
+        writer = self if self._cohort is None else self._cohort.leader
+        report_dropped(self.shares, self.topic, writer.progress.token())
         self.cancel()
 
     def send_id_only(self) -> None:
         """Write ``id:<progress>`` alone: the client's resume point moves, no event fires."""
-        self.stats.id_only += 1
+        self.shares.stats.id_only += 1
         self.resume_points.write(self.live_token())
 
-    @property
-    def _last_token(self) -> str:
-        """The progress token of the last id this subscriber wrote (its cohort reads it)."""
-        return self.resume_points.last_token
+
+def report_reset(
+    shares: Shares, topic: str, partition: int, earliest: int, asked: str, value: int
+) -> None:
+    """Log and count that ``partition`` starts at ``earliest``, not where the client asked
+    (``asked`` is ``requested``, an offset, or ``since``, a time in ms: ``value``)."""
+    log.warning(
+        "sse_kafka.offset_reset",
+        binding=shares.binding,
+        topic=topic,
+        partition=partition,
+        earliest=earliest,
+        **{asked: value},
+    )
+    shares.metrics.inc("ssegate.sse_kafka.resets", shares.binding)
+    shares.stats.resets += 1
+
+
+def report_dropped(shares: Shares, topic: str, progress: str) -> None:
+    """Log and count a subscriber whose stream closed under a delivery at ``progress``."""
+    shares.stats.dropped += 1
+    shares.metrics.inc("ssegate.sse_kafka.dropped_subscribers", shares.binding)
+    log.warning(
+        "sse_kafka.subscriber_dropped", binding=shares.binding, topic=topic, progress=progress
+    )
