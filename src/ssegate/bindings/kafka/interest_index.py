@@ -11,8 +11,9 @@ guarantees that it is offered every message it could want and, for single-key fi
 tenant are one group) and maps each key and header pair to the groups that named it. Routing a
 batch is one dictionary lookup per message key and header, plus one append per match:
 O(messages + matches), whatever the number of subscribers that want nothing from it. Each group
-gets one list of the messages it may want, in offset order, shared by its members, so what
-they make of it can be worked out once (:class:`~ssegate.bindings.sse_kafka.shared.SharedBatches`).
+gets one list of the messages it may want, in offset order, shared by its members (the live
+streams of one shape among them are one cohort, which works it out once:
+:mod:`ssegate.bindings.sse_kafka.cohort`).
 
 Pure and synchronous: the caller owns the subscribers and calls them.
 """

@@ -1,8 +1,8 @@
 """What one batch of messages writes for one subscriber shape and progress: :func:`work_out`.
 
 The pure core of :meth:`~.subscriber.TopicSubscriber.on_messages`: no sink, no clock, no loop.
-:class:`~.shared.SharedBatches` keeps its result, a :class:`~.shared.BatchOutcome`, per shape and
-starting progress, so it runs once per group of subscribers in step, not once per subscriber.
+It runs once per batch per stream alone, and once per cohort (:mod:`~.cohort`) for all the
+streams in step.
 
 - Per message the progress moves past it, then the shape's filter decides: a message it drops
   writes nothing and is counted in ``skipped`` (reset by every message written after it).
@@ -52,4 +52,4 @@ def work_out(
             out.append(timestamp_line(message.timestamp_ms))
         out.append(b"id:" + event_id.encode() + b"\n" + shared.block)
     data = (b"".join(out) if len(out) > 1 else out[0]) if out else None
-    return BatchOutcome(data, progress.snapshot(), skipped)
+    return BatchOutcome(data, progress.token(), skipped)

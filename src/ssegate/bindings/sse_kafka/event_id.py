@@ -218,18 +218,15 @@ class ProgressEncoder:
     """One subscriber's progress, re-encoding only the partition that moved.
 
     Each partition keeps its encoded ``id + offset`` varints; :meth:`token` joins them with the
-    header and base64-encodes the result, cached until the next move. :meth:`snapshot` and
-    :meth:`adopt` let subscribers at the same position share one state: an adopted state is
-    copied only when this encoder moves on its own.
+    header and base64-encodes the result, cached until the next move.
     """
 
-    __slots__ = ("_parts", "_shared", "_token", "offsets")
+    __slots__ = ("_parts", "_token", "offsets")
 
     def __init__(self, start: Mapping[int, int] | None = None) -> None:
         self.offsets: dict[int, int] = {}
         self._parts: dict[int, bytes] = {}
         self._token: str | None = None
-        self._shared = False
         for partition, offset in (start or {}).items():
             self.advance(partition, offset)
 
@@ -237,10 +234,6 @@ class ProgressEncoder:
         """Record ``next_offset`` for ``partition``; ``False`` when nothing changed."""
         if self.offsets.get(partition) == next_offset:
             return False
-        if self._shared:
-            self.offsets = dict(self.offsets)
-            self._parts = dict(self._parts)
-            self._shared = False
         if partition not in self.offsets:
             self._parts = dict(sorted({**self._parts, partition: b""}.items()))
         self.offsets[partition] = next_offset
@@ -255,26 +248,3 @@ class ProgressEncoder:
             raw = b"\x01" + _shared_varint(len(self._parts)) + b"".join(self._parts.values())
             token = self._token = base64.urlsafe_b64encode(raw).decode("ascii")
         return token
-
-    def snapshot(self) -> ProgressSnapshot:
-        """The state as it is now, to be adopted by encoders at the same position."""
-        self._shared = True
-        return ProgressSnapshot(self.offsets, self._parts, self.token())
-
-    def adopt(self, snapshot: ProgressSnapshot) -> None:
-        """Take ``snapshot`` as this encoder's state (shared until either side moves)."""
-        self.offsets = snapshot.offsets
-        self._parts = snapshot.parts
-        self._token = snapshot.token
-        self._shared = True
-
-
-class ProgressSnapshot:
-    """A :class:`ProgressEncoder` state shared by reference; nobody mutates it in place."""
-
-    __slots__ = ("offsets", "parts", "token")
-
-    def __init__(self, offsets: dict[int, int], parts: dict[int, bytes], token: str) -> None:
-        self.offsets = offsets
-        self.parts = parts
-        self.token = token

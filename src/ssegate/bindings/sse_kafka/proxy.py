@@ -53,7 +53,7 @@ from ssegate.bindings.sse_kafka.event_id import (
     progress_of_last_event_id,
 )
 from ssegate.bindings.sse_kafka.filters import FilterTemplate, MessageFilter
-from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
+from ssegate.bindings.sse_kafka.shared import EncodedMessages, Shapes
 from ssegate.bindings.sse_kafka.since import Since, SinceError, SinceStart, since_of
 from ssegate.bindings.sse_kafka.subscriber import Shares, SubscriberStats, TopicSubscriber
 from ssegate.bindings.sse_kafka.timed_start import TimedStart
@@ -136,9 +136,9 @@ class SseKafkaProxy:
         """The built guards of the guarded routes, by name (they keep the streams authorized)."""
         self.metrics = metrics
         self.encoded = EncodedMessages(binding=name, metrics=metrics)
-        self.shared = SharedBatches()
+        self.shapes = Shapes()
         self.stats = SubscriberStats()
-        self.shares = Shares(name, metrics, self.stats, self.encoded, self.shared)
+        self.shares = Shares(name, metrics, self.stats, self.encoded, self.shapes)
         self.cohorts = Cohorts()
         """Live streams in step, written as one (:mod:`~ssegate.bindings.sse_kafka.cohort`)."""
 

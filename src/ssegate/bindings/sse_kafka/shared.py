@@ -7,22 +7,20 @@
   out and reported once per message (while it is cached), not once per stream. A message
   that fails its check is shared as an empty block, so the stream gets its ``id:`` alone (the
   cursor moves, no event fires). A tombstone carries the key, not a value: it is not checked.
-- :class:`SharedBatches`: the outcome of each batch per :class:`SubscriberShape` (filter, id
-  format, view, timestamps, check) and starting progress: the joined SSE blocks, the progress
-  after the batch and the messages skipped at its end. The first subscriber of a group works a
-  batch out; every other one writes the same bytes and adopts the same progress.
+- :class:`Shapes`: what, besides its progress, decides the bytes a subscriber writes
+  (:class:`SubscriberShape`: filter, id format, view, timestamps, check), interned per proxy.
+  Streams of one shape that are live on the same topic are written as one cohort
+  (:mod:`~.cohort`): a batch is worked out once per cohort, and once per stream alone.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ssegate.bindings.sse.source import EventCheck
 from ssegate.bindings.sse_kafka.event_id import (
     EventIdFormat,
-    ProgressSnapshot,
     encode_key,
     etag_text,
 )
@@ -224,33 +222,24 @@ class SubscriberShape:
 
 @dataclass(frozen=True, slots=True)
 class BatchOutcome:
-    """What one batch does to a subscriber of a given shape starting from a given progress."""
+    """What one batch does to a subscriber of a given shape (:func:`~.batch_outcome.work_out`)."""
 
     data: bytes | None
     """The SSE blocks to write; ``None`` when the filter dropped every message."""
-    progress: ProgressSnapshot
+    token: str
+    """The progress token after the batch."""
     skipped: int
     """Messages dropped after the last one written (every message when ``data`` is None)."""
 
 
-class SharedBatches:
-    """Per process: the outcomes of the latest batches, by subscriber shape and progress.
+class Shapes:
+    """The shapes of one proxy's subscribers, interned up to :attr:`max_shapes`, so that equal
+    shapes are usually one object and a cohort's key compares by identity."""
 
-    The cache hands one batch object to every subscriber of a partition in turn, so keeping
-    the outcomes of the last few batch objects makes every subscriber after the first in its
-    group a dictionary hit. A batch is known by identity and held until evicted, so its
-    ``id()`` cannot be reused meanwhile. Shapes are interned up to :attr:`max_shapes` so that
-    equal shapes are usually the same object and compare by identity.
-    """
+    __slots__ = ("_shapes", "max_shapes")
 
-    __slots__ = ("_batches", "_shapes", "max_batches", "max_shapes")
-
-    def __init__(self, max_batches: int = 16, max_shapes: int = 4096) -> None:
-        self.max_batches = max_batches
+    def __init__(self, max_shapes: int = 4096) -> None:
         self.max_shapes = max_shapes
-        self._batches: dict[
-            int, tuple[Sequence[KafkaMessage], dict[tuple[SubscriberShape, str], BatchOutcome]]
-        ] = {}
         self._shapes: dict[SubscriberShape, SubscriberShape] = {}
 
     def shape(
@@ -268,15 +257,3 @@ class SharedBatches:
         if len(self._shapes) < self.max_shapes:
             self._shapes[shape] = shape
         return shape
-
-    def outcomes(
-        self, messages: Sequence[KafkaMessage]
-    ) -> dict[tuple[SubscriberShape, str], BatchOutcome]:
-        """The outcomes recorded so far for ``messages`` (a dict to read and fill)."""
-        batches = self._batches
-        entry = batches.get(id(messages))
-        if entry is None or entry[0] is not messages:
-            entry = batches[id(messages)] = (messages, {})
-            if len(batches) > self.max_batches:
-                del batches[next(iter(batches))]
-        return entry[1]

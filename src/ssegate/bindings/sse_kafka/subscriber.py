@@ -12,10 +12,8 @@ keep-alives, id-only blocks, ``event:reset``). Rules:
   waits for another.
 - A batch is written with one ``write_encoded`` call. The ``event:``/``data:`` part of a
   message is encoded once per process (:class:`~.shared.EncodedMessages`) and shared by every
-  subscriber. The ``id:`` lines depend on the subscriber's progress, filter and id format, so
-  subscribers that meet a batch with all of those equal (every live subscriber of a route that
-  started together) get the same bytes: :class:`~.shared.SharedBatches` works a batch out once
-  per such group and the rest write the joined bytes and adopt the resulting progress.
+  subscriber. The ``id:`` lines depend on the subscriber's progress and shape: streams of one
+  shape live on the topic are written as one cohort (below), which works each batch out once.
 - ``data:`` is the topic's value view applied to the value (the cache client's ``value`` model,
   e.g. an Avro record as JSON text), or the value as UTF-8 text for a topic without one. The
   view runs inside that shared encoding: once per message per process, never per subscriber.
@@ -59,7 +57,7 @@ from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.live_partitions import LivePartitions
 from ssegate.bindings.sse_kafka.resume_points import ResumePoints
-from ssegate.bindings.sse_kafka.shared import EncodedMessages, SharedBatches
+from ssegate.bindings.sse_kafka.shared import EncodedMessages, Shapes
 from ssegate.bindings.sse_kafka.traced_write import write_traced
 from ssegate.kafka.topics import (
     DefaultOffset,
@@ -108,13 +106,13 @@ class SubscriberStats:
 @dataclass(frozen=True, slots=True)
 class Shares:
     """What every subscriber of one sse-kafka proxy shares: where it counts and logs, the
-    messages' encodings and the batches' outcomes it reuses, and its clock."""
+    messages' encodings, the interned shapes, and its clock."""
 
     binding: str
     metrics: Metrics
     stats: SubscriberStats
     encoded: EncodedMessages
-    batches: SharedBatches
+    shapes: Shapes
     clock: Callable[[], float] = time.monotonic
 
 
@@ -165,7 +163,7 @@ class TopicSubscriber:
         self.shares = shares
         self.view = view
         self.check = sink.check
-        self.shape = shares.batches.shape(
+        self.shape = shares.shapes.shape(
             message_filter, id_format, view, sink.timestamps, self.check
         )
         self.interest: Interest | None = (
@@ -205,17 +203,11 @@ class TopicSubscriber:
         live, progress, points = self.live, self.progress, self.resume_points
         if live.partitions:
             live.follow(progress)
-        outcomes = self.shares.batches.outcomes(messages)
-        key = (self.shape, progress.token())
-        outcome = outcomes.get(key)
-        if outcome is None:
-            outcome = outcomes[key] = work_out(messages, self.shape, progress, self.shares.encoded)
-        else:
-            progress.adopt(outcome.progress)
+        outcome = work_out(messages, self.shape, progress, self.shares.encoded)
         if outcome.data is None:
             points.skipped += outcome.skipped
         else:
-            points.written(outcome.progress.token, outcome.skipped)
+            points.written(outcome.token, outcome.skipped)
             if DELIVERY.current is None:
                 self.sink.write_encoded(outcome.data)
             else:  # a batch with traced records fans out

@@ -1,4 +1,5 @@
-"""Subscribers at the same position share one worked-out batch, and stay independent after."""
+"""Subscribers at the same position write the same bytes, and stay independent after; equal
+shapes are one object."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ssegate.bindings.sse_kafka import resume_points
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, encode_progress
 from ssegate.bindings.sse_kafka.filters import FilterEntry, MessageFilter
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy
-from ssegate.bindings.sse_kafka.shared import SharedBatches
+from ssegate.bindings.sse_kafka.shared import Shapes
 from ssegate.sse_codec.parser import SseIdOnly
 
 from .test_proxy import proxy, route, subscribe
@@ -26,13 +27,12 @@ def ids_and_data(sink: WireSink) -> list[tuple[str | None, str]]:
     return [(e.id, e.data) for e in sink.events()]
 
 
-def test_subscribers_at_the_same_position_write_the_same_bytes_worked_out_once(
+def test_subscribers_at_the_same_position_write_the_same_bytes(
     log: TopicLog,
 ) -> None:
     p = proxy(route(log))
     sinks = [subscribe(p, "/events") for _ in range(20)]
-    batch = log.append_batch("events", 0, [(None, b"a"), (None, b"b"), (None, b"c")])
-    assert len(p.shared.outcomes(batch)) == 1
+    log.append_batch("events", 0, [(None, b"a"), (None, b"b"), (None, b"c")])
     assert ids_and_data(sinks[0]) == [
         (encode_progress({0: 1}), "a"),
         (encode_progress({0: 2}), "b"),
@@ -46,8 +46,7 @@ def test_a_subscriber_whose_progress_differs_works_its_own_batch_out(log: TopicL
     p = proxy(route(log))
     fresh = subscribe(p, "/events")  # replays "old": progress {1: 1}
     resumed = subscribe(p, "/events", encode_progress({0: 0, 1: 1}))  # progress {0: 0, 1: 1}
-    batch = log.append_batch("events", 0, [(None, b"new")])
-    assert len(p.shared.outcomes(batch)) == 2
+    log.append_batch("events", 0, [(None, b"new")])
     assert ids_and_data(fresh)[-1] == (encode_progress({0: 1, 1: 1}), "new")
     assert ids_and_data(resumed) == [(encode_progress({0: 1, 1: 1}), "new")]
 
@@ -56,8 +55,7 @@ def test_subscribers_with_different_filters_get_only_their_messages(log: TopicLo
     p = proxy(route(log, "/{key}", {"topic": "events", "filters": [{"key": "${params.key}"}]}))
     mine = [subscribe(p, "/mine") for _ in range(3)]
     theirs = subscribe(p, "/theirs")
-    batch = log.append_batch("events", 0, [(b"mine", b"1"), (b"theirs", b"2"), (b"mine", b"3")])
-    assert len(p.shared.outcomes(batch)) == 2
+    log.append_batch("events", 0, [(b"mine", b"1"), (b"theirs", b"2"), (b"mine", b"3")])
     for sink in mine:
         assert ids_and_data(sink) == [
             (encode_progress({0: 1}), "1"),
@@ -66,7 +64,7 @@ def test_subscribers_with_different_filters_get_only_their_messages(log: TopicLo
     assert ids_and_data(theirs) == [(encode_progress({0: 2}), "2")]
 
 
-def test_an_adopted_progress_is_not_moved_by_another_subscriber_moving_alone(
+def test_a_progress_is_not_moved_by_another_subscriber_moving_alone(
     log: TopicLog,
 ) -> None:
     p = proxy(route(log))
@@ -92,7 +90,7 @@ def test_a_batch_the_filter_drops_whole_still_counts_toward_the_id_only_block(
 
 
 def test_equal_filters_rendered_apart_share_one_shape() -> None:
-    shared = SharedBatches()
+    shared = Shapes()
 
     def rendered() -> MessageFilter:
         return MessageFilter((FilterEntry(b"k", (("tenant", b"acme"),)),))
@@ -102,13 +100,6 @@ def test_equal_filters_rendered_apart_share_one_shape() -> None:
     assert shared.shape(rendered(), EventIdFormat.KEY_AND_ETAG, None) is not first
 
 
-def test_outcomes_are_kept_for_a_bounded_number_of_batches() -> None:
-    shared = SharedBatches(max_batches=2)
-    batches = [[], [], []]
-    for batch in batches:
-        shared.outcomes(batch)
-    assert len(shared._batches) == 2
-
-
-def test_the_proxy_hands_one_shared_table_to_its_subscribers() -> None:
-    assert isinstance(SseKafkaProxy("p", [], proxy().metrics).shared, SharedBatches)
+def test_the_proxy_hands_one_shape_table_to_its_subscribers() -> None:
+    p = SseKafkaProxy("p", [], proxy().metrics)
+    assert isinstance(p.shapes, Shapes) and p.shares.shapes is p.shapes
