@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.support.schema_errors import binding_errors
 
 from ssegate.bindings.tcp.server import build, parse_ports
 from ssegate.config.errors import ConfigError, NotSupportedYet
@@ -82,3 +83,14 @@ def test_routes_on_cidr_are_refused_as_not_supported_yet() -> None:
     with pytest.raises(NotSupportedYet) as caught:
         build(binding, None)  # type: ignore[arg-type]
     assert caught.value.path == "bindings.north_tcp_server.routes[0].when[0].cidr"
+
+
+def test_a_host_longer_than_any_dns_name_is_refused_by_validate_naming_its_path() -> None:
+    for kind in ("server", "client"):
+        options = {"host": "h" * 1_000_000, "port": 7114}
+        errors = binding_errors("t", "tcp", kind, options=options, exit="x")
+        assert len(errors) == 1 and errors[0].startswith("bindings.t.options.host"), errors
+    assert (
+        binding_errors("t", "tcp", "server", options={"host": "h" * 253, "port": 7114}, exit="x")
+        == []
+    )
