@@ -122,7 +122,10 @@ class Gateway:
         return httpx.AsyncClient(http2=http2, http1=not http2, timeout=10.0)
 
     def logged(self, text: str) -> bool:
-        return any(text in line for line in list(self.process.output))
+        """A line holding ``text`` came from the gateway, waiting a few seconds for it: its
+        output is read by a thread, which a loaded machine may run after the client saw what
+        the line says happened."""
+        return bool(self.process.logged(text, timeout=5.0))
 
 
 @pytest.fixture(scope="module")

@@ -765,3 +765,38 @@ def test_what_its_source_owes_a_stopped_stream_counts_toward_max_buffered() -> N
     # Its connection is reset too if over the bound less what it was owed.
     assert stream.aborted_over == 128 * 1024 - 30 * 1024
     assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 1
+
+
+def test_a_stall_that_begins_within_a_second_of_the_last_ones_end_keeps_its_clock() -> None:
+    sweep, stream, sink, server = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a")
+    sweep.sweep(100.0)  # stalls
+    stream.in_kernel = 0
+    sweep.sweep(105.0)  # its kernel took a little: it counts as reading
+    assert not sink.stalled
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("b")
+    sweep.sweep(105.5)  # stalled again at once: the same stall goes on, from 100
+    assert sink.stalled_since == 100.0
+    sweep.sweep(109.9)
+    assert stream.aborted_over is None
+    sweep.sweep(110.0)
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time") == 1
+
+
+def test_a_stall_that_begins_well_after_the_last_ones_end_starts_its_own_clock() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("a")
+    sweep.sweep(100.0)
+    stream.in_kernel = 0
+    sweep.sweep(105.0)
+    stream.in_kernel = 64 * 1024 + 1
+    sink.event("b")
+    sweep.sweep(106.5)  # it read for a second and a half: a stall of its own
+    assert sink.stalled_since == 106.5
+    sweep.sweep(110.0)
+    assert stream.aborted_over is None

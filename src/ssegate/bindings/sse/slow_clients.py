@@ -43,6 +43,7 @@ included, and the client sees the stream fail and reconnects with its last id. E
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Protocol
 
 from ssegate.bindings.sse.source import Subscription
@@ -57,6 +58,9 @@ STALL_MARK = 64 * 1024
 RESUME_MARK = SEND_LOW_WATER // 2
 """Unsent bytes at or under which a client that a refused direct write stalled reads again:
 under what makes its kernel refuse (:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
+
+RESTALL_WINDOW = 1.0
+"""Seconds after a stall ended within which a new one is the same stall going on."""
 
 PENDING, OPEN, CLOSED = 0, 1, 2
 """A stream's states: before its head is sent, streaming, closed."""
@@ -82,7 +86,7 @@ class SlowClientBounds(Protocol):
 class SlowClientPolicy:
     """Stalls, their end and slow-client drops, on the state of a downstream stream."""
 
-    __slots__ = ("_resume_at", "_stall_timer", "stalled_since")
+    __slots__ = ("_resume_at", "_resumed", "_stall_timer", "stalled_since")
 
     _server: SlowClientBounds
     _stream: ResponseStream
@@ -99,6 +103,8 @@ class SlowClientPolicy:
         a stall found at a sweep, :data:`RESUME_MARK` for one a refused write found)."""
         self._stall_timer: asyncio.TimerHandle | None = None
         """While stalled, with a loop running: the check at the end of the timeout."""
+        self._resumed: tuple[float, float] = (-math.inf, 0.0)
+        """When the last stall ended, and when it had begun."""
 
     def _close(self) -> None:
         raise NotImplementedError
@@ -133,6 +139,7 @@ class SlowClientPolicy:
             if unsent > server.stall_mark:
                 self._stall(now, server.stall_mark)
         elif unsent <= self._resume_at:
+            self._resumed = (now, stalled_since)
             self.stalled_since = None
             self._cancel_stall_timer()
             self._pace(False)
@@ -158,22 +165,28 @@ class SlowClientPolicy:
 
     def _stall(self, now: float, resume_at: int) -> None:
         """The client reads nothing since ``now``: tell its source, and time the stall, until
-        its unsent bytes are down to ``resume_at``."""
-        self.stalled_since = now
+        its unsent bytes are down to ``resume_at``. A stall that begins within
+        :data:`RESTALL_WINDOW` of the end of the last one is that stall going on: its clock keeps
+        running from where it began (a client that trickles, its kernel taking a few bytes now
+        and then, is not a client that reads)."""
+        resumed_at, began = self._resumed
+        since = began if now - resumed_at < RESTALL_WINDOW else now
+        self.stalled_since = since
         self._resume_at = resume_at
         self._pace(True)
-        self._time_stall(self._server.slow_client_timeout)
+        timeout = self._server.slow_client_timeout
+        self._time_stall(timeout, max(0.0, since + timeout - now))
 
-    def _time_stall(self, timeout: float) -> None:
-        """Check again when the stall's ``timeout`` is up (without a running loop, the sweep
-        does, at its next tick)."""
+    def _time_stall(self, timeout: float, delay: float) -> None:
+        """Check again in ``delay`` s, when the stall's ``timeout`` is up (without a running
+        loop, the sweep does, at its next tick)."""
         if timeout <= 0 or self._state == CLOSED:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._stall_timer = loop.call_later(timeout, self._stall_ends, timeout)
+        self._stall_timer = loop.call_later(delay, self._stall_ends, timeout)
 
     def _stall_ends(self, timeout: float) -> None:
         self._stall_timer = None
