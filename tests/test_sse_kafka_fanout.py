@@ -4,8 +4,8 @@ A real ``ssegate start`` process (tcp → http → sse → sse-kafka → kafka c
 broker; two ports whose sse servers differ in ``max-buffered``), started once with the C
 fan-out (:mod:`ssegate.native.fanout`) and once with ``SSEGATE_FANOUT=python``. Clients are
 raw HTTP/1.1 connections on 127.0.0.1 whose chunked bodies are read back with the real SSE
-parser. Each test waits, through the Prometheus gauge ``ssegate.sse_kafka.cohort.streams``,
-until its streams are written as one cohort before it produces anything, so the group write is
+parser. Each test waits, through the Prometheus gauge ``ssegate.sse_kafka.broadcast.streams``,
+until its streams are written as one broadcast before it produces anything, so the group write is
 what delivers every event.
 """
 
@@ -46,7 +46,7 @@ MAX_BUFFERED = 65536
 KERNEL_QUEUE_MAX = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
 STALLED_PARTITIONS = KERNEL_QUEUE_MAX // 900_000 + 2
 """Messages of 900 KB, one per partition, that the kernel cannot all queue for one peer."""
-COHORT = 'ssegate_sse_kafka_cohort_streams{binding="north_sse_kafka_mapping"}'
+BROADCAST = 'ssegate_sse_kafka_broadcast_streams{binding="north_sse_kafka_mapping"}'
 SLOW = 'ssegate_sse_slow_clients_total{binding="north_sse_tight",reason="bytes"}'
 DROPPED = 'ssegate_sse_kafka_dropped_subscribers_total{binding="north_sse_kafka_mapping"}'
 DIRECT = 'ssegate_sse_stream_data_direct_total{binding="north_sse_server"}'
@@ -232,7 +232,7 @@ def test_200_streams_of_one_topic_get_every_event_once_in_order(gateway: Gateway
     async def scenario() -> None:
         streams = await asyncio.gather(*(Stream.open(gateway, f"/{topic}") for _ in range(STREAMS)))
         try:
-            await gateway.until_metric(COHORT, STREAMS)
+            await gateway.until_metric(BROADCAST, STREAMS)
             loop = asyncio.get_running_loop()
             for n in range(0, PER_PARTITION, 3):  # ten rounds, so several batches
                 values = [
@@ -257,7 +257,7 @@ def test_200_streams_of_one_topic_get_every_event_once_in_order(gateway: Gateway
         finally:
             for stream in streams:
                 await stream.close()
-        await gateway.until_metric(COHORT, 0)
+        await gateway.until_metric(BROADCAST, 0)
 
     run(scenario, timeout=90)
 
@@ -266,7 +266,7 @@ def test_a_stream_that_never_reads_is_buffered_then_dropped_as_a_slow_client(
     gateway: Gateway,
 ) -> None:
     """A client that reads nothing, on the port whose sse server allows ``MAX_BUFFERED``, and
-    three that read, on the other port (16 MiB), all in one cohort. More than the kernel
+    three that read, on the other port (16 MiB), all in one broadcast. More than the kernel
     queues for a peer (``tcp_wmem``'s maximum) is produced at once, 900 KB a message, one
     message per partition: what the kernel does not take is buffered in the transport, and the
     stalled stream is dropped for bytes (by the write that leaves it over ``MAX_BUFFERED``, or
@@ -279,7 +279,7 @@ def test_a_stream_that_never_reads_is_buffered_then_dropped_as_a_slow_client(
         deaf = await deaf_client(gateway.tight_port, request)
         readers = [await Stream.open(gateway, f"/{topic}") for _ in range(3)]
         try:
-            await gateway.until_metric(COHORT, 4)
+            await gateway.until_metric(BROADCAST, 4)
             slow_before = await gateway.metric(SLOW)
             values = list(enumerate(big))
             await asyncio.get_running_loop().run_in_executor(
@@ -289,7 +289,7 @@ def test_a_stream_that_never_reads_is_buffered_then_dropped_as_a_slow_client(
             for reader in readers:  # the stalled stream held nobody back
                 assert sorted(e.data.encode() for e in reader.events) == big
             await gateway.until_metric(SLOW, slow_before + 1)
-            await gateway.until_metric(COHORT, 3)
+            await gateway.until_metric(BROADCAST, 3)
             await until(lambda: tcp_state(deaf) == TCP_CLOSE, within=10)
             [line] = gateway.process.logged("sse.slow_client_closed")[-1:]
             closed = json.loads(line)
@@ -321,7 +321,7 @@ def test_a_client_whose_window_shuts_stops_at_once_and_gets_everything_once_it_r
     """A client that stops reading (a 4 KiB receive buffer) and one that reads, on one topic.
     40 messages of 1 KB are far under the 64 KiB stall mark, but past the client's window and
     the few KiB its socket's kernel takes unsent (``SEND_LOW_WATER``): the group write that the
-    kernel refuses stops the stream at once (it leaves its cohort, nothing is kept for it), and
+    kernel refuses stops the stream at once (it leaves its broadcast, nothing is kept for it), and
     the Kafka cache server counts one subscriber less. Once the client reads, it goes on from the
     partition cache: every event, in order, once, with the same ids, and it counts again."""
     topic = gateway.topics["window"]

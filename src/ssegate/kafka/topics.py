@@ -113,7 +113,7 @@ class TopicSubscription(Protocol):
 
     def carry(self, streams: int) -> None:
         """The listener writes each batch to ``streams`` downstream streams (1 unless told: a
-        cohort's leader writes its members'): the source counts each as a subscriber."""
+        broadcast writes its members'): the source counts each as a subscriber."""
 
 
 class TopicSource(Protocol):

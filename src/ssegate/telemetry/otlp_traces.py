@@ -16,7 +16,7 @@ use (:mod:`~.otlp_messages`):
   ``handover`` (from the fetch pass to the start of the batch's fan-out: the wait for the event
   loop), ``fanout`` (the batch handed to every subscriber of its partition) and, inside it,
   ``write`` (from the first write that carried the record to the last, with the streams
-  counts again and ``ssegate.writes``: one per stream written alone, one per cohort). A record
+  counts again and ``ssegate.writes``: one per stream written alone, one per broadcast). A record
   no stream wanted has no ``write`` span.
 
 Stages are children rather than span events because a trace view draws a span's duration and

@@ -10,7 +10,7 @@ stages report to it through small hooks:
   (``Fetched.fetched``, only while tracing is on);
 - **fan-out**: the cache server calls :meth:`DeliveryTraces.begin` as it starts handing a live
   batch to the topic's subscribers and :meth:`DeliveryTraces.finish` once it has;
-- **write**: in between, each subscriber or cohort that writes part of the batch reports the
+- **write**: in between, each subscriber or broadcast that writes part of the batch reports the
   write through :meth:`BatchTrace.written`: the streams it reached, those whose client the write
   found not reading (stalled: its source stops writing to it) or dropped (a slow client closed).
 
@@ -97,7 +97,7 @@ class RecordTrace:
     first_write_ns: int = 0
     last_write_ns: int = 0
     writes: int = 0
-    """Writes that carried it: one per subscriber alone, one per cohort."""
+    """Writes that carried it: one per subscriber alone, one per broadcast."""
     streams: int = 0
     """Streams whose socket (or its transport's buffer) it reached."""
     stalled: int = 0

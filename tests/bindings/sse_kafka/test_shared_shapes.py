@@ -9,7 +9,7 @@ from ssegate.bindings.sse_kafka import resume_points
 from ssegate.bindings.sse_kafka.event_id import EventIdFormat, encode_progress
 from ssegate.bindings.sse_kafka.filters import FilterEntry, MessageFilter
 from ssegate.bindings.sse_kafka.proxy import SseKafkaProxy
-from ssegate.bindings.sse_kafka.shared import Shapes
+from ssegate.bindings.sse_kafka.shared import Shapes, SubscriberShape
 from ssegate.sse_codec.parser import SseIdOnly
 
 from .test_proxy import proxy, route, subscribe
@@ -95,9 +95,9 @@ def test_equal_filters_rendered_apart_share_one_shape() -> None:
     def rendered() -> MessageFilter:
         return MessageFilter((FilterEntry(b"k", (("tenant", b"acme"),)),))
 
-    first = shared.shape(rendered(), EventIdFormat.ETAG, None)
-    assert shared.shape(rendered(), EventIdFormat.ETAG, None) is first
-    assert shared.shape(rendered(), EventIdFormat.KEY_AND_ETAG, None) is not first
+    first = shared.intern(SubscriberShape(rendered(), EventIdFormat.ETAG, None))
+    assert shared.intern(SubscriberShape(rendered(), EventIdFormat.ETAG, None)) is first
+    assert shared.intern(SubscriberShape(rendered(), EventIdFormat.KEY_AND_ETAG, None)) is not first
 
 
 def test_the_proxy_hands_one_shape_table_to_its_subscribers() -> None:

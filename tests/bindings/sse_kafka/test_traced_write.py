@@ -46,12 +46,12 @@ def test_a_write_to_one_stream_writes_the_bytes_and_counts_one_stream() -> None:
     assert 0 < first.first_write_ns <= first.last_write_ns
 
 
-def test_a_cohort_write_counts_its_streams_and_those_it_closed() -> None:
+def test_a_broadcast_write_counts_its_streams_and_those_it_closed() -> None:
     batch = messages(5)
     trace = traced(batch)
     readers = [WireSink(), WireSink()]
     sinks: dict[str, WireSink] = {"a": readers[0], "b": readers[1], "slow": ClosingSink()}
-    # as a cohort does: a member its write closed leaves the group
+    # as a broadcast does: a member its write closed leaves the group
     group: SinkGroup[str] = SinkGroup(on_dropped=lambda owner: group.discard(sinks[owner]))
     for name, sink in sinks.items():
         group.add(sink, name)

@@ -120,7 +120,7 @@ class Subscription:
             self.feed.remove(self)
 
     def carry(self, streams: int) -> None:
-        """The listener delivers to ``streams`` streams now (a cohort of them)."""
+        """The listener delivers to ``streams`` streams now (a broadcast to them)."""
         if not self.cancelled and streams != self.streams:
             self.feed.hooks.subscribers_changed(self.feed.topic, streams - self.streams)
             self.streams = streams

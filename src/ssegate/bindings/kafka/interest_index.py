@@ -12,8 +12,8 @@ tenant are one group) and maps each key and header pair to the groups that named
 batch is one dictionary lookup per message key and header, plus one append per match:
 O(messages + matches), whatever the number of subscribers that want nothing from it. Each group
 gets one list of the messages it may want, in offset order, shared by its members (the live
-streams of one shape among them are one cohort, which works it out once:
-:mod:`ssegate.bindings.sse_kafka.cohort`).
+streams of one shape among them are one broadcast, which works it out once:
+:mod:`ssegate.bindings.sse_kafka.broadcast`).
 
 Pure and synchronous: the caller owns the subscribers and calls them.
 """

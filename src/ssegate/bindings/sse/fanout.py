@@ -1,7 +1,7 @@
 """Many downstream SSE streams written the same bytes at once: :class:`SinkGroup`.
 
-A source that shares one encoding among many streams (the sse-kafka proxy's cohorts,
-:mod:`ssegate.bindings.sse_kafka.cohort`) writes into a :class:`SinkGroup`, one
+A source that shares one encoding among many streams (the sse-kafka proxy's broadcasts,
+:mod:`ssegate.bindings.sse_kafka.broadcast`) writes into a :class:`SinkGroup`, one
 :class:`~ssegate.bindings.sse.source.SseSink` standing for all of its members, instead of into
 each stream. A write then costs, per member, one pass of a loop over a few attributes, and one
 ``send()`` made from C:

@@ -9,7 +9,7 @@ stream would.
 A member is *in step* when its client's last event id is the fanout's: it takes the shared
 bytes, through one :class:`~ssegate.bindings.sse.fanout.SinkGroup` for all the in-step members
 of an opened fanout (the chunk framed once, one ``send()`` per cleartext HTTP/1.1 socket made
-from C, as the sse-kafka cohorts write). A member that is not in step (it joined without an id
+from C, as the sse-kafka broadcasts write). A member that is not in step (it joined without an id
 while the fanout's id is set) gets its next items through :meth:`SseSink.event` with the id
 written out, and is in step, and in the group, after that.
 A member whose client stops reading (:meth:`FanoutMember.pace`, the sse server's backpressure

@@ -1,7 +1,7 @@
 """What one batch of messages writes for one subscriber shape and progress: :func:`work_out`.
 
 The pure core of :meth:`~.subscriber.TopicSubscriber.on_messages`: no sink, no clock, no loop.
-It runs once per batch per stream alone, and once per cohort (:mod:`~.cohort`) for all the
+It runs once per batch per stream alone, and once per broadcast (:mod:`~.broadcast`) for all the
 streams in step.
 
 - Per message the progress moves past it, then the shape's filter decides: a message it drops

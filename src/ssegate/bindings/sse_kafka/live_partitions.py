@@ -12,7 +12,7 @@ messages as they arrive (:meth:`~ssegate.kafka.topics.TopicListener.on_live`). R
 - Where a subscription that goes on from a subscriber's progress starts (:meth:`start`): each
   partition it moved on, every live one at the topic's live end.
 - A subscriber live on every partition of its topic (:attr:`everywhere`) may join a
-  :class:`~.cohort.Cohort`.
+  :class:`~.broadcast.Broadcast`.
 """
 
 from __future__ import annotations

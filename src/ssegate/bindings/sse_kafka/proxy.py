@@ -45,7 +45,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ssegate.bindings.http.routing import Pattern
 from ssegate.bindings.sse.source import SseSink, Subscription
-from ssegate.bindings.sse_kafka.cohort import Cohorts
+from ssegate.bindings.sse_kafka.broadcast import Broadcasts
 from ssegate.bindings.sse_kafka.event_id import (
     EventIdError,
     EventIdFormat,
@@ -139,8 +139,8 @@ class SseKafkaProxy:
         self.shapes = Shapes()
         self.stats = SubscriberStats()
         self.shares = Shares(name, metrics, self.stats, self.encoded, self.shapes)
-        self.cohorts = Cohorts()
-        """Live streams in step, written as one (:mod:`~ssegate.bindings.sse_kafka.cohort`)."""
+        self.broadcasts = Broadcasts()
+        """Live streams in step, written as one (:mod:`~ssegate.bindings.sse_kafka.broadcast`)."""
 
     def subscribe(self, request: Request, last_event_id: str | None, sink: SseSink) -> Subscription:
         path = request.path
@@ -247,7 +247,7 @@ class SseKafkaProxy:
             id_format=route.id_format,
             shares=self.shares,
             view=route.source.value_text(topic),
-            cohorts=self.cohorts,
+            broadcasts=self.broadcasts,
             source=route.source,
             default=default,
         )

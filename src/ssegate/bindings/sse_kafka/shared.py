@@ -9,8 +9,8 @@
   cursor moves, no event fires). A tombstone carries the key, not a value: it is not checked.
 - :class:`Shapes`: what, besides its progress, decides the bytes a subscriber writes
   (:class:`SubscriberShape`: filter, id format, view, timestamps, check), interned per proxy.
-  Streams of one shape that are live on the same topic are written as one cohort
-  (:mod:`~.cohort`): a batch is worked out once per cohort, and once per stream alone.
+  Streams of one shape that are live on the same topic are written as one broadcast
+  (:mod:`~.broadcast`): a batch is worked out once per broadcast, and once per stream alone.
 """
 
 from __future__ import annotations
@@ -184,40 +184,17 @@ def value_text(
     return value.decode("utf-8", "replace")
 
 
+@dataclass(frozen=True, slots=True)
 class SubscriberShape:
     """What, besides its progress, decides the bytes a subscriber writes for a batch."""
 
-    __slots__ = ("_hash", "check", "filter", "id_format", "timestamps", "view")
-
-    def __init__(
-        self,
-        message_filter: MessageFilter | None,
-        id_format: EventIdFormat,
-        view: ValueView | None,
-        timestamps: bool = False,
-        check: EventCheck | None = None,
-    ) -> None:
-        self.filter = message_filter
-        self.id_format = id_format
-        self.view = view
-        self.timestamps = timestamps
-        """The client asked for ``ext=timestamp``: each event starts with ``timestamp:``."""
-        self.check = check
-        """The check the stream's events must pass (its sse server's ``requests[].content``)."""
-        self._hash = hash((message_filter, id_format, view, timestamps, check))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, SubscriberShape)
-            and self.filter == other.filter
-            and self.id_format is other.id_format
-            and self.view == other.view
-            and self.timestamps is other.timestamps
-            and self.check is other.check
-        )
+    filter: MessageFilter | None
+    id_format: EventIdFormat
+    view: ValueView | None
+    timestamps: bool = False
+    """The client asked for ``ext=timestamp``: each event starts with ``timestamp:``."""
+    check: EventCheck | None = None
+    """The check the stream's events must pass (its sse server's ``requests[].content``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +211,7 @@ class BatchOutcome:
 
 class Shapes:
     """The shapes of one proxy's subscribers, interned up to :attr:`max_shapes`, so that equal
-    shapes are usually one object and a cohort's key compares by identity."""
+    shapes are usually one object and a broadcast's key compares by identity."""
 
     __slots__ = ("_shapes", "max_shapes")
 
@@ -242,15 +219,8 @@ class Shapes:
         self.max_shapes = max_shapes
         self._shapes: dict[SubscriberShape, SubscriberShape] = {}
 
-    def shape(
-        self,
-        message_filter: MessageFilter | None,
-        id_format: EventIdFormat,
-        view: ValueView | None,
-        timestamps: bool = False,
-        check: EventCheck | None = None,
-    ) -> SubscriberShape:
-        shape = SubscriberShape(message_filter, id_format, view, timestamps, check)
+    def intern(self, shape: SubscriberShape) -> SubscriberShape:
+        """The proxy's object equal to ``shape`` (``shape`` itself when it is the first)."""
         found = self._shapes.get(shape)
         if found is not None:
             return found

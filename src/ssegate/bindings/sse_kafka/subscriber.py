@@ -13,7 +13,7 @@ keep-alives, id-only blocks, ``event:reset``). Rules:
 - A batch is written with one ``write_encoded`` call. The ``event:``/``data:`` part of a
   message is encoded once per process (:class:`~.shared.EncodedMessages`) and shared by every
   subscriber. The ``id:`` lines depend on the subscriber's progress and shape: streams of one
-  shape live on the topic are written as one cohort (below), which works each batch out once.
+  shape live on the topic are written as one broadcast (below), which works each batch out once.
 - ``data:`` is the topic's value view applied to the value (the cache client's ``value`` model,
   e.g. an Avro record as JSON text), or the value as UTF-8 text for a topic without one. The
   view runs inside that shared encoding: once per message per process, never per subscriber.
@@ -32,16 +32,16 @@ keep-alives, id-only blocks, ``event:reset``). Rules:
   falls more than ``max-buffered`` behind; the client reconnects with its last id and resumes.
   A subscriber that finds its sink closed cancels its topic subscription.
 - A client that stops reading (:meth:`TopicSubscriber.pace`, the sse server's one backpressure
-  signal) stops its subscriber: it leaves its cohort or cancels its topic subscription, and
+  signal) stops its subscriber: it leaves its broadcast or cancels its topic subscription, and
   keeps its progress (what its client was written, every live partition at the topic's live
   end). Once the client reads again it subscribes from there, exactly as a reconnect with its
   last event id would: from the partition cache, or from the broker once the cache let that go;
-  then it goes live and joins its cohort again. Nothing is kept for it meanwhile.
-- A subscriber live on every partition of its topic joins the :class:`~.cohort.Cohort` of its
-  shape (when its proxy keeps cohorts): its own topic subscription ends, and the cohort's
-  leader, a subscriber writing into a :class:`~ssegate.bindings.sse.fanout.SinkGroup`, writes
+  then it goes live and joins its broadcast again. Nothing is kept for it meanwhile.
+- A subscriber live on every partition of its topic joins the :class:`~.broadcast.Broadcast` of
+  its shape (when its proxy keeps broadcasts): its own topic subscription ends, and the
+  broadcast, a subscriber writing into a :class:`~ssegate.bindings.sse.fanout.SinkGroup`, writes
   each batch once for every member. A member only answers :meth:`TopicSubscriber.resume_id`
-  (from the cohort's progress) and leaves the cohort when cancelled.
+  (from the broadcast's progress) and leaves the broadcast when cancelled.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from ssegate.bindings.sse_kafka.event_id import EventIdFormat, ProgressEncoder
 from ssegate.bindings.sse_kafka.filters import MessageFilter
 from ssegate.bindings.sse_kafka.live_partitions import LivePartitions
 from ssegate.bindings.sse_kafka.resume_points import ResumePoints
-from ssegate.bindings.sse_kafka.shared import EncodedMessages, Shapes
+from ssegate.bindings.sse_kafka.shared import EncodedMessages, Shapes, SubscriberShape
 from ssegate.bindings.sse_kafka.traced_write import write_traced
 from ssegate.kafka.topics import (
     DefaultOffset,
@@ -74,21 +74,23 @@ from ssegate.telemetry.metrics import Metrics
 from ssegate.telemetry.traces import DELIVERY
 
 
-class CohortSeat(Protocol):
-    """What a member asks of the cohort that writes its stream (:class:`~.cohort.Cohort`)."""
+class BroadcastSeat(Protocol):
+    """What a member asks of the broadcast that writes its stream
+    (:class:`~.broadcast.Broadcast`)."""
 
-    leader: TopicSubscriber
+    progress: ProgressEncoder
+    live: LivePartitions
 
-    def resume_id(self, member: TopicSubscriber) -> str | None: ...
+    def keep_alive_id(self, member: TopicSubscriber) -> str | None: ...
 
     def last_written(self, member: TopicSubscriber) -> str: ...
 
     def remove(self, member: TopicSubscriber) -> None: ...
 
 
-class CohortOffers(Protocol):
-    """Where a subscriber live on every partition offers itself to a cohort
-    (:class:`~.cohort.Cohorts`)."""
+class BroadcastOffers(Protocol):
+    """Where a subscriber live on every partition offers itself to a broadcast
+    (:class:`~.broadcast.Broadcasts`)."""
 
     def offer(self, subscriber: TopicSubscriber) -> None: ...
 
@@ -120,11 +122,11 @@ class TopicSubscriber:
     """Feeds one sink from one topic subscription (a TopicListener and a Subscription)."""
 
     __slots__ = (
+        "_broadcast",
         "_cancelled",
-        "_cohort",
         "_stopped_at",
+        "broadcasts",
         "check",
-        "cohorts",
         "default",
         "filter",
         "id_format",
@@ -151,7 +153,7 @@ class TopicSubscriber:
         id_format: EventIdFormat,
         shares: Shares,
         view: ValueView | None = None,
-        cohorts: CohortOffers | None = None,
+        broadcasts: BroadcastOffers | None = None,
         source: TopicSource | None = None,
         default: DefaultOffset | None = None,
     ) -> None:
@@ -163,8 +165,8 @@ class TopicSubscriber:
         self.shares = shares
         self.view = view
         self.check = sink.check
-        self.shape = shares.shapes.shape(
-            message_filter, id_format, view, sink.timestamps, self.check
+        self.shape = shares.shapes.intern(
+            SubscriberShape(message_filter, id_format, view, sink.timestamps, self.check)
         )
         self.interest: Interest | None = (
             message_filter.interest() if message_filter is not None else None
@@ -173,16 +175,16 @@ class TopicSubscriber:
         self.live = LivePartitions()
         self.resume_points = ResumePoints(sink, id_format, shares.clock)
         self._cancelled = False
-        self.cohorts = cohorts if source is not None else None
-        """Where this subscriber joins a cohort once live (with ``source``, which a cohort's
-        leader subscribes to); ``None``: it stays alone."""
+        self.broadcasts = broadcasts if source is not None else None
+        """Where this subscriber joins a broadcast once live (with ``source``, which the
+        broadcast subscribes to); ``None``: it stays alone."""
         self.source = source
         self.default = default
         """The topic's default offset this subscriber asked for: a resume asks for it again."""
         self._stopped_at: dict[int, int] | None = None
         """While its client reads nothing: where it goes on from (partition → next offset)."""
-        self._cohort: CohortSeat | None = None
-        """The cohort this subscriber is (or was, once cancelled) a member of."""
+        self._broadcast: BroadcastSeat | None = None
+        """The broadcast this subscriber is (or was, once cancelled) a member of."""
 
     # -- TopicListener -----------------------------------------------------------------------
 
@@ -194,8 +196,8 @@ class TopicSubscriber:
 
     def on_live(self, partition: int, positions: LivePositions) -> None:
         self.live.add(partition, positions)
-        if self.cohorts is not None and self._cohort is None and self.live_everywhere:
-            self.cohorts.offer(self)
+        if self.broadcasts is not None and self._broadcast is None and self.live_everywhere:
+            self.broadcasts.offer(self)
 
     def on_messages(self, messages: Sequence[KafkaMessage]) -> None:
         if self._gone():
@@ -254,8 +256,8 @@ class TopicSubscriber:
         written (the stream passed over messages its filter does not want); else ``None``."""
         if self._cancelled or self._stopped_at is not None:
             return None
-        if self._cohort is not None:
-            return self._cohort.resume_id(self)
+        if self._broadcast is not None:
+            return self._broadcast.keep_alive_id(self)
         token = self.live_token()
         return self.resume_points.keep_alive(token) if self.progress.offsets else None
 
@@ -272,11 +274,11 @@ class TopicSubscriber:
     def _stop(self) -> None:
         if self._stopped_at is not None:
             return
-        cohort, self._cohort = self._cohort, None
-        if cohort is not None:  # what the cohort wrote it is the leader's progress
-            start = cohort.leader.live.start(cohort.leader.progress)
-            self.resume_points.last_token = cohort.last_written(self)
-            cohort.remove(self)
+        broadcast, self._broadcast = self._broadcast, None
+        if broadcast is not None:  # what the broadcast wrote it is the broadcast's progress
+            start = broadcast.live.start(broadcast.progress)
+            self.resume_points.last_token = broadcast.last_written(self)
+            broadcast.remove(self)
             self.progress = ProgressEncoder(start)
         else:
             start = self.live.start(self.progress)
@@ -311,10 +313,10 @@ class TopicSubscriber:
         subscription, self.topic_subscription = self.topic_subscription, None
         if subscription is not None:
             subscription.cancel()
-        if self._cohort is not None:
-            self._cohort.remove(self)
+        if self._broadcast is not None:
+            self._broadcast.remove(self)
 
-    # -- cohorts (:mod:`~ssegate.bindings.sse_kafka.cohort`) -----------------------------------
+    # -- broadcasts (:mod:`~ssegate.bindings.sse_kafka.broadcast`) -----------------------------
 
     @property
     def live_everywhere(self) -> bool:
@@ -324,16 +326,19 @@ class TopicSubscriber:
     @property
     def joinable(self) -> bool:
         """Alone, subscribed, and live on every partition of its topic."""
-        return self._cohort is None and self.topic_subscription is not None and self.live_everywhere
+        return (
+            self._broadcast is None and self.topic_subscription is not None and self.live_everywhere
+        )
 
     def live_token(self) -> str:
         """The progress token, its live partitions moved up to the topic's live end."""
         self.live.follow(self.progress)
         return self.progress.token()
 
-    def join(self, cohort: CohortSeat) -> None:
-        """From now on ``cohort`` writes this subscriber's stream: its own subscription ends."""
-        self._cohort = cohort
+    def join(self, broadcast: BroadcastSeat) -> None:
+        """From now on ``broadcast`` writes this subscriber's stream: its own subscription
+        ends."""
+        self._broadcast = broadcast
         self.resume_points.clear()
         subscription, self.topic_subscription = self.topic_subscription, None
         if subscription is not None:
@@ -351,7 +356,7 @@ class TopicSubscriber:
 
     def _dropped(self) -> None:
         """The stream closed under a delivery: the client resumes from its last id."""
-        writer = self if self._cohort is None else self._cohort.leader
+        writer = self if self._broadcast is None else self._broadcast
         report_dropped(self.shares, self.topic, writer.progress.token())
         self.cancel()
 

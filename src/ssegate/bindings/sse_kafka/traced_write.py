@@ -1,7 +1,7 @@
 """A subscriber's write while a batch with traced records fans out (delivery traces).
 
 :class:`~.subscriber.TopicSubscriber` writes a batch with one ``write_encoded`` call into its
-sink: one stream, or the :class:`~ssegate.bindings.sse.fanout.SinkGroup` of its cohort. While
+sink: one stream, or the :class:`~ssegate.bindings.sse.fanout.SinkGroup` of its broadcast. While
 :data:`~ssegate.telemetry.traces.DELIVERY` has a batch under way (its one test per write, made
 by the subscriber), :func:`write_traced` makes that call instead and tells the batch's trace
 what the write reached: the streams written (what their socket did not take waits in their

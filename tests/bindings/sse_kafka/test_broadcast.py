@@ -1,5 +1,5 @@
-"""Live streams of one topic and shape, fed as one cohort: who joins, what each stream gets,
-and how the cohort ends. The real topic feed (:class:`FeedSource`), proxy and subscribers on a
+"""Live streams of one topic and shape, fed as one broadcast: who joins, what each stream gets,
+and how the broadcast ends. The real topic feed (:class:`FeedSource`), proxy and subscribers on a
 running event loop (joins happen in a loop callback), sinks that keep the wire."""
 
 from __future__ import annotations
@@ -91,21 +91,21 @@ def got(sink: WireSink) -> list[tuple[str, str]]:
     return [(e.data, e.id) for e in sink.events()]
 
 
-def test_live_streams_of_one_shape_join_one_cohort_and_a_batch_is_handed_over_once() -> None:
+def test_live_streams_of_one_shape_join_one_broadcast_and_a_batch_is_handed_over_once() -> None:
     async def scenario() -> None:
         source = Recorded(partitions=1)
         proxy = proxy_of(source)
         streams = [open_stream(proxy) for _ in range(50)]
         await settled(source)
-        assert (len(proxy.cohorts), proxy.cohorts.members()) == (1, 50)
-        [leader] = source.feed.subscriptions
-        assert leader.streams == 50  # the cache server still counts every stream
+        assert (len(proxy.broadcasts), proxy.broadcasts.members()) == (1, 50)
+        [subscription] = source.feed.subscriptions
+        assert subscription.streams == 50  # the cache server still counts every stream
         source.produce(0, (None, {}), (None, {}))
         source.produce(0, (None, {}))
         assert source.listeners_per_batch == [1, 1]
         for sink, _ in streams:
             assert got(sink) == expected(source)
-        assert proxy.metrics.gauge_value("ssegate.sse_kafka.cohort.streams", "p") == 50
+        assert proxy.metrics.gauge_value("ssegate.sse_kafka.broadcast.streams", "p") == 50
 
     run(scenario)
 
@@ -116,7 +116,7 @@ def test_every_partition_is_followed_and_ids_carry_the_live_end_of_all() -> None
         proxy = proxy_of(source)
         streams = [open_stream(proxy) for _ in range(5)]
         await settled(source)
-        assert proxy.cohorts.members() == 5
+        assert proxy.broadcasts.members() == 5
         for partition in (0, 2, 1, 0):
             source.produce(partition, (None, {}), (None, {}))
         events = got(streams[0][0])
@@ -137,7 +137,7 @@ def test_a_stream_resuming_behind_replays_alone_then_joins_with_no_gap_or_repeat
             source.produce(0, (None, {}))
         late, _ = open_stream(proxy, encode_progress({0: 3}))
         await settled(source)
-        assert proxy.cohorts.members() == 2
+        assert proxy.broadcasts.members() == 2
         source.produce(0, (None, {}), (None, {}))
         assert got(late) == expected(source, {0: 3})
         assert got(first) == expected(source)
@@ -145,14 +145,14 @@ def test_a_stream_resuming_behind_replays_alone_then_joins_with_no_gap_or_repeat
     run(scenario)
 
 
-def test_a_member_keep_alive_carries_the_cohort_progress_once_it_moved() -> None:
+def test_a_member_keep_alive_carries_the_broadcast_progress_once_it_moved() -> None:
     async def scenario() -> None:
         source = Recorded(partitions=1)
         proxy = proxy_of(source)
         sink, member = open_stream(proxy)
         await settled(source)
         source.produce(0, (None, {}))
-        assert member.resume_id() is None  # its last id is the cohort's progress
+        assert member.resume_id() is None  # its last id is the broadcast's progress
         # offsets 1-2 were invalid and passed over: the live end moves without an event
         message = KafkaMessage(TOPIC, 0, 3, None, b"p0-3")
         source.feed.on_fetched(Fetched(TOPIC, 0, [], 3, []))
@@ -165,21 +165,21 @@ def test_a_member_keep_alive_carries_the_cohort_progress_once_it_moved() -> None
     run(scenario)
 
 
-def test_the_last_stream_leaving_ends_the_cohort_and_its_subscription() -> None:
+def test_the_last_stream_leaving_ends_the_broadcast_and_its_subscription() -> None:
     async def scenario() -> None:
         source = Recorded(partitions=1)
         proxy = proxy_of(source)
         streams = [open_stream(proxy) for _ in range(3)]
         await settled(source)
-        [leader] = source.feed.subscriptions
+        [subscription] = source.feed.subscriptions
         streams[0][1].cancel()
-        assert leader.streams == 2
+        assert subscription.streams == 2
         source.produce(0, (None, {}))
         assert not streams[0][0].wire
         for _, subscriber in streams[1:]:
             subscriber.cancel()
-        assert (len(proxy.cohorts), list(source.feed.subscriptions)) == (0, [])
-        assert proxy.metrics.gauge_value("ssegate.sse_kafka.cohort.streams", "p") == 0
+        assert (len(proxy.broadcasts), list(source.feed.subscriptions)) == (0, [])
+        assert proxy.metrics.gauge_value("ssegate.sse_kafka.broadcast.streams", "p") == 0
 
     run(scenario)
 
@@ -190,17 +190,17 @@ def test_a_member_whose_client_stops_reading_leaves_and_goes_on_from_the_cache()
         proxy = proxy_of(source)
         streams = [open_stream(proxy) for _ in range(3)]
         await settled(source)
-        [leader] = source.feed.subscriptions
+        [subscription] = source.feed.subscriptions
         stopped_sink, stopped = streams[0]
-        stopped.pace(True)  # it leaves the cohort; nothing is kept for it
-        assert (leader.streams, proxy.cohorts.members()) == (2, 2)
+        stopped.pace(True)  # it leaves the broadcast; nothing is kept for it
+        assert (subscription.streams, proxy.broadcasts.members()) == (2, 2)
         source.produce(0, (None, {}), (None, {}))
         assert got(stopped_sink) == []
         assert all(got(sink) == expected(source) for sink, _ in streams[1:])
         stopped.pace(False)  # from where it stopped: the cache replays what it missed
         await settled(source)
         assert got(stopped_sink) == expected(source)
-        assert proxy.cohorts.members() == 3  # live again, in step: back in its cohort
+        assert proxy.broadcasts.members() == 3  # live again, in step: back in its broadcast
         source.produce(0, (None, {}))
         assert all(got(sink) == expected(source) for sink, _ in streams)  # once each, in order
 
@@ -232,7 +232,7 @@ def test_a_stream_alone_whose_client_stops_reading_goes_on_from_where_it_stopped
     run(scenario)
 
 
-def test_streams_of_another_shape_form_a_cohort_of_their_own() -> None:
+def test_streams_of_another_shape_form_a_broadcast_of_their_own() -> None:
     class Stamped(WireSink):
         timestamps = True
 
@@ -242,7 +242,7 @@ def test_streams_of_another_shape_form_a_cohort_of_their_own() -> None:
         plain = [open_stream(proxy) for _ in range(2)]
         stamped = [open_stream(proxy, sink=Stamped()) for _ in range(2)]
         await settled(source)
-        assert (len(proxy.cohorts), proxy.cohorts.members()) == (2, 4)
+        assert (len(proxy.broadcasts), proxy.broadcasts.members()) == (2, 4)
         message = KafkaMessage(TOPIC, 0, 0, None, b"v", timestamp_ms=0x1000)
         source.feed.on_fetched(Fetched(TOPIC, 0, [message], 1, []))
         assert all(sink.wire.startswith(b"id:") for sink, _ in plain)
@@ -256,12 +256,12 @@ def test_without_a_running_loop_every_stream_stays_alone() -> None:
     proxy = proxy_of(source)
     streams = [open_stream(proxy) for _ in range(3)]
     source.produce(0, (None, {}))
-    assert len(proxy.cohorts) == 0
+    assert len(proxy.broadcasts) == 0
     assert source.listeners_per_batch == [3]
     assert all(got(sink) == expected(source) for sink, _ in streams)
 
 
-def test_a_stream_whose_progress_differs_from_the_cohorts_stays_alone_and_misses_nothing() -> None:
+def test_a_stream_out_of_step_with_the_broadcast_stays_alone_and_misses_nothing() -> None:
     async def scenario() -> None:
         source = Recorded(partitions=2)
         proxy = proxy_of(source)
@@ -270,7 +270,7 @@ def test_a_stream_whose_progress_differs_from_the_cohorts_stays_alone_and_misses
         # its id names both partitions at offset 0: the same position, another progress token
         named, subscriber = open_stream(proxy, encode_progress({0: 0, 1: 0}))
         await settled(source)
-        assert proxy.cohorts.members() == 1
+        assert proxy.broadcasts.members() == 1
         assert subscriber.topic_subscription is not None  # still fed by the topic itself
         source.produce(1, (None, {}))
         source.produce(0, (None, {}), (None, {}))
