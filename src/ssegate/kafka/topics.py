@@ -131,6 +131,11 @@ class TopicSource(Protocol):
         messages produced from now on; ``None``: the topic's configured ``defaultOffset``).
         Raises ``UnknownTopic`` for a topic that does not exist (the proxy answers 404)."""
 
+    def holds(self, topic: str, start: Mapping[int, int]) -> bool:
+        """The cache holds ``topic`` from ``start`` on (partition → next offset) in every
+        partition ``start`` names: a subscription from there replays from the cache, where
+        one from further back catches up from the broker."""
+
 
 class UnknownTopic(LookupError):
     """The broker does not know this topic."""

@@ -163,6 +163,18 @@ def test_a_stopped_replay_whose_history_the_cache_let_go_catches_up_from_the_bro
     assert listener.offsets(0) == [0, 1, 2, 3]
 
 
+def test_the_feed_holds_a_place_until_its_cache_lets_that_offset_go() -> None:
+    topic, _, _ = paced_feed(max_bytes=40 * (REPLAY_CHUNK_BYTES // 4 + 300))
+    topic.on_fetched(large(0, 39))
+    assert topic.holds({0: 4}) and topic.holds({0: 40}) and topic.holds({})
+    assert not topic.holds({1: 0})  # a partition the topic does not have
+    topic.on_fetched(large(40, 59))  # the cache lets the oldest go
+    start = topic.partitions[0].cache.start_offset
+    assert start > 4
+    assert not topic.holds({0: 4}) and not topic.holds({0: start - 1})
+    assert topic.holds({0: start})
+
+
 def test_a_replay_from_scratch_whose_start_went_before_it_began_starts_at_the_oldest_held() -> None:
     topic, steps, catch_ups = paced_feed(max_bytes=40 * (REPLAY_CHUNK_BYTES // 4 + 300))
     topic.on_fetched(large(0, 39))

@@ -62,6 +62,9 @@ class FeedSource:
     ) -> TopicSubscription:
         return self.feed.subscribe(listener, start, default or "historical")
 
+    def holds(self, topic: str, start: Mapping[int, int]) -> bool:
+        return self.feed.holds(start)
+
     def value_text(self, topic: str) -> None:
         return None
 

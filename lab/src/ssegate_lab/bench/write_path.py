@@ -82,6 +82,9 @@ class _FeedSource:
     ) -> Any:
         return self.feed.subscribe(listener, start, default or "live")
 
+    def holds(self, topic: str, start: Mapping[int, int]) -> bool:
+        return bool(self.feed.holds(start))
+
     def value_text(self, topic: str) -> None:
         return None
 

@@ -48,6 +48,10 @@ class KafkaCacheClient:
         """See :meth:`ssegate.kafka.topics.TopicSource.subscribe`; raises ``UnknownTopic``."""
         return self.server.subscribe(topic, start, listener, default=default)
 
+    def holds(self, topic: str, start: Mapping[int, int]) -> bool:
+        """See :meth:`ssegate.kafka.topics.TopicSource.holds`."""
+        return self.server.holds(topic, start)
+
     def value_text(self, topic: str) -> ValueView | None:
         """How a (valid, non-null) value of ``topic`` becomes SSE event text, or ``None`` when
         the topic names no ``value`` model (the value is then sent as UTF-8 text)."""

@@ -193,6 +193,10 @@ class KafkaCacheServer:
         self._counts.subscribers(topic, 1)
         return subscription
 
+    def holds(self, topic: str, start: Mapping[int, int]) -> bool:
+        feed = self._feeds.get(topic)
+        return feed is not None and feed.holds(start)
+
     def _feed(self, topic: str) -> TopicFeed:
         feed = self._feeds.get(topic)
         if feed is None:

@@ -105,6 +105,15 @@ class TopicFeed:
             self._attach(subscription, sorted(self.partitions), first=True)
         return subscription
 
+    def holds(self, start: Mapping[int, int]) -> bool:
+        """Every partition of ``start`` is cached from its offset on (see
+        :meth:`ssegate.kafka.topics.TopicSource.holds`)."""
+        partitions = self.partitions
+        return all(
+            partition in partitions and offset >= partitions[partition].cache.start_offset
+            for partition, offset in start.items()
+        )
+
     def remove(self, subscription: Subscription) -> None:
         if self.subscriptions.pop(subscription, 0) is None:
             self.hooks.subscribers_changed(self.topic, -subscription.streams)
