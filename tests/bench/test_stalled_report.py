@@ -16,9 +16,13 @@ from ssegate_lab.bench.stalled_report import (
 )
 
 
-def test_the_end_bound_adds_the_fill_time_the_timeout_and_two_sweep_ticks() -> None:
-    # 64 KiB over the mark plus an 8 KiB receive buffer at 36,864 bytes/s: 2 s to stall
-    assert end_bound(36_864, 8192, 10.0) == 14.0
+def test_the_end_bound_adds_the_fill_time_the_time_behind_the_cache_and_the_timeout() -> None:
+    # 64 KiB over the mark plus an 8 KiB receive buffer at 36,864 bytes/s: 2 s to stall; the
+    # cache lets its place go at once: behind when first asked (after the timeout), dropped a
+    # timeout later, two sweep ticks of slack
+    assert end_bound(36_864, 8192, 10.0) == 24.0
+    # the cache holds its place 15 s: behind within a tick after that, dropped a timeout later
+    assert end_bound(36_864, 8192, 10.0, held_for=15.0) == 30.0
     assert end_bound(0, 8192, 10.0) == math.inf
 
 

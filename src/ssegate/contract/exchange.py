@@ -7,9 +7,12 @@ through the stream. Nothing in a handler touches a socket, so the same SSE, file
 sse-kafka handler serves HTTP/1.1 and HTTP/2 alike.
 
 Streams never block: ``send_data`` buffers, ``buffered`` tells how much is still unsent
-(``unsent`` counts the kernel's send queue too), and ``on_drain`` is called once the buffer has
-been flushed below the low-water mark again. A slow client is the handler's policy to decide
-(the SSE server aborts it past a limit, which frees its buffers at once).
+(``unsent`` counts the kernel's send queue too), ``writable`` says whether the last write was
+taken whole by what lies below the stream, and ``on_drain`` is called when it may be writable
+again (the buffer was flushed below its low-water mark, a flow-control window opened). That
+is the one backpressure signal, the same for HTTP/1.1, HTTP/2 streams and TLS. A slow client is
+the handler's policy to decide (the SSE server stalls it when a write leaves it not writable, and
+aborts it past a limit, which frees its buffers at once).
 """
 
 from __future__ import annotations
@@ -153,6 +156,14 @@ class ResponseStream(Protocol):
         Costs a system call, so it is for periodic checks rather than every write."""
 
     @property
+    def writable(self) -> bool:
+        """The stream's last write was taken whole by what lies below it, so more may be
+        written now: an HTTP/1.1 response's transport is not paused (for a chunked response
+        over cleartext or TLS, whose socket takes little unsent, nothing is left in it); an
+        HTTP/2 stream holds nothing its flow-control window keeps back and its connection's
+        transport is not paused. ``on_drain`` callbacks run when it may have become so again."""
+
+    @property
     def closed(self) -> bool:
         """True once the response ended, was reset, or the peer went away."""
 
@@ -160,7 +171,8 @@ class ResponseStream(Protocol):
         """Call ``callback`` once when the stream closes for any reason."""
 
     def on_drain(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` each time a full buffer has drained below its low-water mark."""
+        """Call ``callback`` each time the stream may be ``writable`` again: a full buffer
+        drained below its low-water mark, or (HTTP/2) the data a window kept back went out."""
 
     def direct_socket(self) -> DirectSocket | None:
         """The connection's socket while this response streams chunked HTTP/1.1 over cleartext

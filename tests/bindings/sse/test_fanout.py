@@ -63,6 +63,10 @@ class ChunkedStream:
         return self.buffered + self.in_kernel
 
     @property
+    def writable(self) -> bool:
+        return not self.buffered
+
+    @property
     def closed(self) -> bool:
         return self.aborted
 
@@ -96,6 +100,9 @@ class Paces:
 
     def pace(self, stalled: bool) -> None:
         self.told.append(stalled)
+
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        return stalled_since
 
 
 class Sinks:

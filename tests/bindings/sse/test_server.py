@@ -6,9 +6,10 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
+from tests.support.fanout_fakes import FakeTransport
 from tests.support.guards import TableGuard
 from tests.support.schema_errors import binding_errors
 
@@ -38,6 +39,10 @@ class RecordingStream:
         """The connection limit ``abort`` was called with (None: never aborted)."""
         self.buffered = 0
         self.in_kernel = 0
+        self.writable = True
+        """What lies below took the last write whole, as the test sets it."""
+        self.direct: DirectSocket | None = None
+        """The cleartext socket of its own the test gives it (:func:`on_own_socket`)."""
         self._close_callbacks: list[Callable[[], None]] = []
         self._drain_callbacks: list[Callable[[], None]] = []
 
@@ -84,7 +89,7 @@ class RecordingStream:
             callback()
 
     def direct_socket(self) -> DirectSocket | None:
-        return None
+        return self.direct
 
     def peer_goes_away(self) -> None:
         self._finish()
@@ -106,6 +111,9 @@ class Subscribed:
         """Ids to hand out, one per keep-alive, when asked."""
         self.paced: list[bool] = []
         """What the stream told of its client's pace, in order."""
+        self.behind: float | None = -1.0
+        """What :meth:`behind_since` answers: ``None`` (its place is kept), a time, or -1 (as a
+        source that keeps nothing: the stall's start)."""
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -115,6 +123,9 @@ class Subscribed:
 
     def pace(self, stalled: bool) -> None:
         self.paced.append(stalled)
+
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        return stalled_since if self.behind == -1.0 else self.behind
 
 
 class RecordingSource:
@@ -433,6 +444,35 @@ def test_a_client_over_the_stall_mark_for_the_timeout_is_aborted_for_time() -> N
     assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="bytes") == 0
 
 
+def test_a_stalled_client_whose_place_is_kept_is_dropped_a_timeout_after_it_is_not() -> None:
+    clock = [100.0]
+    sweep = StreamSweep(clock=lambda: clock[0])
+    source = RecordingSource()
+    server = SseServer(
+        "s", [SseRoute(None, source)], Metrics(), keepalive=0, slow_client_timeout=10, sweep=sweep
+    )
+    stream = open_stream(server)
+    subscribed = source.last
+    subscribed.sink.open()
+    subscribed.behind = None  # its source keeps its place: waiting costs nothing
+    stream.in_kernel = 64 * 1024 + 1
+    subscribed.sink.event("x")
+    sweep.sweep(100.0)  # the stall starts here
+    for now in (110.0, 130.0, 500.0):
+        clock[0] = now
+        sweep.sweep(now)
+        assert stream.aborted_over is None  # stalled past the timeout, its place kept
+    subscribed.behind = 505.0  # from here on its source no longer keeps its place
+    for now in (506.0, 514.9):
+        clock[0] = now
+        sweep.sweep(now)
+        assert stream.aborted_over is None
+    clock[0] = 515.0
+    sweep.sweep(515.0)  # behind for the timeout
+    assert stream.aborted_over == 1 << 20
+    assert server.metrics.counter("ssegate.sse.slow_clients", "s", reason="time") == 1
+
+
 def test_a_stalled_client_is_dropped_when_its_timeout_is_up_not_at_a_later_sweep() -> None:
     async def scenario() -> tuple[int | None, float, int]:
         sweep, stream, sink, server = slow_client_server(timeout=0.2)
@@ -500,9 +540,15 @@ def test_a_stalled_client_gets_no_keep_alive_and_what_is_written_goes_to_its_con
     assert not sink.stalled
 
 
+def on_own_socket(stream: RecordingStream) -> None:
+    """The stream is a chunked cleartext HTTP/1.1 response: it has a socket of its own."""
+    stream.direct = DirectSocket.of(cast(asyncio.Transport, FakeTransport.with_socket(7)))
+
+
 def test_a_refused_direct_write_stalls_the_client_at_once_and_starts_its_clock() -> None:
     sweep, stream, sink, server = slow_client_server(timeout=10)
     assert isinstance(sink, DownstreamStream)
+    on_own_socket(stream)
     sink.event("a", id="1")
     stream.in_kernel = RESUME_MARK + 1  # what the kernel took behind the shut window
     sink.refused()  # the kernel took part of a write: nothing swept yet
@@ -518,6 +564,7 @@ def test_a_refused_direct_write_stalls_the_client_at_once_and_starts_its_clock()
 def test_a_refused_client_reads_again_as_soon_as_its_connection_drains() -> None:
     _, stream, sink, _ = slow_client_server(timeout=10)
     assert isinstance(sink, DownstreamStream)
+    on_own_socket(stream)
     stream.in_kernel = RESUME_MARK + 1
     sink.refused()
     stream.drains()  # what was refused went out, but the kernel still holds too much
@@ -534,6 +581,51 @@ def test_a_refused_client_that_reads_again_is_found_at_the_next_sweep() -> None:
     stream.in_kernel = 0
     sweep.sweep(100.5)
     assert not sink.stalled and sink.stalled_since is None
+
+
+def test_a_write_that_leaves_the_stream_not_writable_stalls_it_at_once() -> None:
+    _, stream, sink, _ = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    stream.buffered, stream.writable = 100, False  # a window or the TLS layer kept it back
+    sink.event("a", id="1")
+    assert sink.stalled and sink.stalled_since == 100.0
+    assert cast(Subscribed, sink.subscription).paced == [True]
+
+
+def test_a_write_taken_whole_does_not_stall_the_stream_whatever_it_holds() -> None:
+    _, stream, sink, _ = slow_client_server(timeout=10)
+    stream.buffered = 100  # held, but writable: the transport is not paused
+    sink.event("a", id="1")
+    assert not sink.stalled
+
+
+def test_a_refused_stream_without_a_socket_of_its_own_reads_again_once_writable() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    assert isinstance(sink, DownstreamStream)
+    stream.buffered, stream.writable = 100, False
+    sink.event("a", id="1")
+    stream.buffered, stream.in_kernel = 0, 32 * 1024  # the connection's share, under the mark
+    stream.drains()
+    sweep.sweep(101.0)
+    assert sink.stalled  # its window is still shut
+    stream.writable = True  # the window opened
+    stream.drains()  # no sweep needed, and the connection's share need not be down to 4 KiB
+    assert not sink.stalled
+    assert cast(Subscribed, sink.subscription).paced == [True, False]
+
+
+def test_a_stall_found_at_a_sweep_lasts_while_the_stream_is_not_writable() -> None:
+    sweep, stream, sink, _ = slow_client_server(timeout=10)
+    sink.event("a", id="1")
+    stream.in_kernel = 64 * 1024 + 1
+    sweep.sweep(101.0)
+    assert sink.stalled
+    stream.in_kernel, stream.writable = 0, False
+    sweep.sweep(102.0)
+    assert sink.stalled
+    stream.writable = True
+    sweep.sweep(103.0)
+    assert not sink.stalled
 
 
 def test_a_stalled_client_tells_its_source_and_again_when_it_reads() -> None:

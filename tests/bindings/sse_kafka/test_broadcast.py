@@ -232,6 +232,26 @@ def test_a_stream_alone_whose_client_stops_reading_goes_on_from_where_it_stopped
     run(scenario)
 
 
+def test_a_stopped_stream_is_behind_only_once_the_cache_lets_its_place_go() -> None:
+    async def scenario() -> None:
+        source = Recorded(partitions=1)
+        proxy = proxy_of(source)
+        _, subscriber = open_stream(proxy)
+        source.produce(0, (None, {}), (None, {}))
+        subscriber.pace(True)  # stopped at offset 2
+        source.produce(0, (None, {}))
+        assert subscriber.behind_since(5.0, 15.0) is None  # the cache holds offset 2 on
+        source.feed.partitions[0].cache.max_bytes = 0  # the next append lets all but it go
+        source.produce(0, (None, {}))
+        assert source.feed.partitions[0].cache.start_offset > 2
+        assert subscriber.behind_since(5.0, 25.0) == 25.0  # found behind now
+        assert subscriber.behind_since(5.0, 35.0) == 25.0  # and behind since then
+        subscriber.pace(False)  # it reads again: from the broker, and behind nothing
+        assert subscriber.behind_since(5.0, 45.0) == 5.0  # not stopped: nothing kept for it
+
+    run(scenario)
+
+
 def test_streams_of_another_shape_form_a_broadcast_of_their_own() -> None:
     class Stamped(WireSink):
         timestamps = True

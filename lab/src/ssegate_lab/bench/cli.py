@@ -253,6 +253,11 @@ def add_bench_parser(commands: Any) -> None:
         "--history", type=int, default=0,
         help="messages of history the stalled clients replay (historical topic; 0: live head)",
     )  # fmt: skip
+    stalled.add_argument(
+        "--cache-max-age", type=float, default=5.0,
+        help="seconds the cache keeps a record (without --history): how long a stalled client's"
+        " place is held before it counts as behind",
+    )  # fmt: skip
     stalled.add_argument("--repeat", type=int, default=3, help="runs; medians kept")
     stalled.add_argument("--out", type=Path, default=None)
     stalled.set_defaults(func=_stalled)
@@ -496,9 +501,11 @@ def _stalled(args: argparse.Namespace) -> int:
         slow_client_timeout=args.slow_client_timeout,
         after=args.after,
         history=args.history,
+        cache_max_age=args.cache_max_age,
         progress=None if args.out is None else lambda partial: _save(partial, args),
     )
-    names = ("stalled", "rate", "live", "duration", "size", "warmup", "repeat", "after", "history")
+    names = ("stalled", "rate", "live", "duration", "size", "warmup", "repeat", "after", "history",
+             "cache_max_age")  # fmt: skip
     results["command"] = "ssegate bench stalled " + " ".join(
         f"--{name.replace('_', '-')} {getattr(args, name)}"
         for name in names

@@ -147,6 +147,7 @@ def write_kafka_gateway_config(
     sse_options: dict[str, object] | None = None,
     metrics_port: int | None = None,
     cache_max_bytes: int | None = None,
+    cache_max_age: float | None = None,
     routes: str | None = None,
     topic_options: dict[str, object] | None = None,
     traces: tuple[int, float] | None = None,
@@ -159,7 +160,8 @@ def write_kafka_gateway_config(
     are added to every cache server ``topics[]`` entry (``transforms``, say), with no model only.
     ``sse_options`` are the sse server's ``options``; with ``metrics_port`` the gateway serves
     its metrics in the Prometheus format at ``http://127.0.0.1:<metrics_port>/metrics``;
-    ``cache_max_bytes`` bounds the cache server's cache (``cache.max-bytes``). Every server of a
+    ``cache_max_bytes`` and ``cache_max_age`` bound the cache server's cache (``cache.max-bytes``,
+    ``cache.max-age``). Every server of a
     cluster's comma-separated ``bootstrap`` is one of the kafka client's ``servers``. With
     ``traces`` ``(port, sampling)`` an ``otlp`` exporter sends delivery traces of that share of
     records to a collector on ``http://127.0.0.1:<port>``."""
@@ -192,8 +194,10 @@ def write_kafka_gateway_config(
         entries = [{"name": topic, **offset, **(topic_options or {})} for topic in topics]
         server_topics = f"      topics: {json.dumps(entries)}\n"
     sse_server_options = f"    options: {json.dumps(sse_options)}\n" if sse_options else ""
-    if cache_max_bytes is not None:
-        server_topics += f"      cache: {{max-bytes: {cache_max_bytes}}}\n"
+    cache = {"max-bytes": cache_max_bytes, "max-age": cache_max_age}
+    if any(value is not None for value in cache.values()):
+        bounds = {name: value for name, value in cache.items() if value is not None}
+        server_topics += f"      cache: {json.dumps(bounds)}\n"
     if routes is None:
         routes = (
             f"      - when:\n          - path: {'/{topic}/{key}' if keyed else '/{topic}'}\n"

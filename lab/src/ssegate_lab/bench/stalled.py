@@ -25,6 +25,10 @@ the gateway, of the load processes (together), of the producer (this process) an
 else on the machine, each as a share of one core. The cache server's cache is bounded
 (``cache_max_bytes``, full within the first 15 s) and the baseline starts after the warm-up, so
 that the RSS comparison measures what the stalled clients left behind, not the cache filling up.
+A stalled client stops at its place in the stream; the sse server drops it once it has been
+behind the cache's start for the slow-client timeout, so the cache also lets go of records
+older than ``cache_max_age`` seconds (:data:`CACHE_MAX_AGE`), and a stalled client falls
+behind that long after it stopped.
 ``repeat`` runs; the verdicts and the summary are :mod:`ssegate_lab.bench.stalled_report`'s.
 
 With ``history`` (messages, 0: none) the stalled clients replay: the topic's ``defaultOffset``
@@ -73,6 +77,9 @@ GONE_SECONDS = 1.0
 """After the last stalled client ended, before the stalled phase closes."""
 DRAIN_SECONDS = 3.0
 CACHE_MAX_BYTES = 2 * 1024 * 1024
+CACHE_MAX_AGE = 5.0
+"""Seconds the cache keeps a record in this scenario: how long it holds a stalled client's place
+(without history) before that client counts as behind it."""
 RSS_EVERY = 0.5
 RSS_AFTER_EVERY = 10.0
 """How often the after phase records the gateway's RSS (memory may come back over time)."""
@@ -103,6 +110,7 @@ def run_stalled(
     slow_client_timeout: float = 10.0,
     rcvbuf: int = 4096,
     cache_max_bytes: int | None = None,
+    cache_max_age: float = CACHE_MAX_AGE,
     history: int = 0,
     broker_info: BrokerInfo | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
@@ -125,6 +133,7 @@ def run_stalled(
         "slow_client_timeout_s": slow_client_timeout,
         "rcvbuf": rcvbuf,
         "cache_max_bytes": cache_max_bytes,
+        "cache_max_age_s": None if history else cache_max_age,
         "history": history,
         "default_offset": "historical" if history else "live",
         "runs": [],
@@ -137,6 +146,7 @@ def run_stalled(
                 Path(tmp), broker.bootstrap, [topic], default_offset=results["default_offset"],
                 sse_options={"slow-client-timeout": slow_client_timeout},
                 metrics_port=metrics_port, cache_max_bytes=cache_max_bytes,
+                cache_max_age=None if history else cache_max_age,
             )  # fmt: skip
             request = sse_request(f"/{topic}", ports.plain)
             with (
@@ -146,7 +156,7 @@ def run_stalled(
             ):
                 meter = _Meter(gateway.pid, (readers.pid, stallers.pid), broker.pid)
                 rig = _Rig(gateway, readers, stallers, meter, metrics_port, broker.bootstrap,
-                           topic, history)  # fmt: skip
+                           topic, history, cache_max_age)  # fmt: skip
                 run = rig.run(stalled, rate, live, duration, size, slow_client_timeout, rcvbuf,
                               warmup, results["after_s"])  # fmt: skip
             results["runs"].append(run)
@@ -273,6 +283,7 @@ class _Rig:
     bootstrap: str
     topic: str
     history: int
+    cache_max_age: float
 
     def run(
         self, stalled: int, rate: float, live: int, duration: float, size: int,
@@ -300,7 +311,8 @@ class _Rig:
             peak = _RssPeak(gateway.pid)
             mark = meter.mark()
             connected = self.stallers.stall(stalled, rcvbuf)
-            bound = end_bound(stream_rate, connected["rcvbuf_bytes"], timeout)
+            held_for = 0.0 if self.history else self.cache_max_age
+            bound = end_bound(stream_rate, connected["rcvbuf_bytes"], timeout, held_for)
             within = bound + END_MARGIN
             if self.history:  # counted over the window from the first connect
                 within = max(within, ACCEPT_WINDOW - (time.monotonic() - mark[0]))

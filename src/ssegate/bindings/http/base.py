@@ -11,7 +11,8 @@ flight (or the grace period of a closing), and the deadlines of the requests sti
 protocols answer alike: headers are sent once (a 200 with none when data comes first), nothing
 is sent after the end or once closed, a HEAD response sends no body, ``on_close`` callbacks run
 once when the stream closes and ``on_drain`` callbacks each time the protocol says it drained,
-and ``buffered``/``unsent`` are the stream's own queue plus the connection's.
+``buffered``/``unsent`` are the stream's own queue plus the connection's, and ``writable`` is
+an open stream holding nothing itself on a connection whose transport is not paused.
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ class ResponseStreamBase(Generic[Connection]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def writable(self) -> bool:
+        """Open, holding nothing itself, and its connection's transport not paused."""
+        return not self._closed and not self.pending_size and not self._connection.write_paused
 
     def direct_socket(self) -> DirectSocket | None:
         """None: only an HTTP/1.1 response streaming chunked over cleartext TCP has one."""

@@ -69,6 +69,10 @@ class ObservedStream:
         return self._stream.unsent
 
     @property
+    def writable(self) -> bool:
+        return self._stream.writable
+
+    @property
     def closed(self) -> bool:
         return self._stream.closed
 

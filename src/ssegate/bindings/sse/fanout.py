@@ -21,16 +21,17 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
   ``stream.data.sent`` and in ``ssegate.sse.stream.data.direct`` (the part sent past the
   streams: one increment each per group write, not per stream), and in the response's size.
-- A member whose direct send is refused (its kernel holds its low-water mark unsent) stalls at
-  once (:meth:`~ssegate.bindings.sse.server.DownstreamStream.refused`), and its source is told:
-  the sse-kafka proxy takes it out of the group until its client reads again. A member left in
-  the group while its connection holds bytes is written as a stream alone (above), behind them.
-- The slow-client byte bound holds as for a stream alone: a member whose connection holds more
-  than ``max-buffered`` after the write is dropped (reason ``bytes``). Every member that closed
-  in a write is handed to the group's ``on_dropped`` after it, with the owner it was added with.
+- A member whose direct send left bytes to its transport gets the check a stream makes after
+  its own write (:meth:`~ssegate.bindings.sse.server.DownstreamStream.written`): past
+  ``max-buffered`` it is dropped (reason ``bytes``); otherwise its kernel refused (it holds its
+  low-water mark unsent), so it stalls at once and its source is told: the sse-kafka proxy takes
+  it out of the group until its client reads again. A member left in the group while its
+  connection holds bytes is written as a stream alone (above), behind them. Every member that
+  closed in a write is handed to the group's ``on_dropped`` after it, with the owner it was
+  added with.
 
-The group does, for its direct members, what ``DownstreamStream._write`` does for one stream,
-on the stream's own state (its response stream, written mark, server and slow-client drop).
+The group marks a direct member written (:attr:`DownstreamStream.wrote`) and counts its bytes;
+everything else about the write is the stream's own.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class SinkGroup(Generic[Owner]):
                     transports.append(transport)
                     direct.append(member)
                     socket.sent += size
-                    stream._wrote = True
+                    stream.wrote = True
                     continue
             alone.append(member)
         dropped: list[Owner] = []
@@ -191,19 +192,16 @@ class SinkGroup(Generic[Owner]):
 
     @staticmethod
     def _check_behind(member: _Member[Owner], dropped: list[Owner]) -> int:
-        """A direct member's transport took what its send left: apply the byte bound, and
-        stall the stream (its kernel refused: its client's window is shut). 1 when it stalled."""
-        sink = member[3]
-        assert sink is not None
-        server = sink._server
-        buffered = sink._stream.buffered
-        if buffered > server.max_buffered:
-            sink._drop_slow("bytes", buffered)
+        """A direct member's transport took what its send left: the stream's own check after a
+        write (:meth:`DownstreamStream.written`). 1 when it stalled in it."""
+        stream = member[3]
+        assert stream is not None
+        was_stalled = stream.stalled
+        stream.written()
+        if stream.closed:
             dropped.append(member[1])
             return 0
-        stalled = not sink.stalled
-        sink.refused()
-        return int(stalled)
+        return int(stream.stalled and not was_stalled)
 
     def _count_sent(self, direct: list[_Member[Owner]], size: int) -> None:
         servers = self._servers

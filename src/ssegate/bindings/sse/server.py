@@ -99,7 +99,6 @@ class DownstreamStream(SlowClientPolicy):
         "_server",
         "_state",
         "_stream",
-        "_wrote",
         "authorization",
         "idle_since",
         "keepalive",
@@ -109,6 +108,7 @@ class DownstreamStream(SlowClientPolicy):
         "subscription",
         "sweep_period",
         "timestamps",
+        "wrote",
     )
 
     _server: SseServer
@@ -129,7 +129,9 @@ class DownstreamStream(SlowClientPolicy):
         self._stream = stream
         self._check = check
         self._state = PENDING
-        self._wrote = False
+        self.wrote = False
+        """Written since the sweep last visited it (by itself, or directly by a group write:
+        :mod:`~ssegate.bindings.sse.fanout`), so the sweep checks it and keeps it alive later."""
         self.idle_since = 0.0
         self.keepalive = server.keepalive
         periods = (self.keepalive, server.slow_client_timeout)
@@ -162,7 +164,7 @@ class DownstreamStream(SlowClientPolicy):
         self._stream.send_headers(
             200, TIMESTAMPED_STREAM_HEADERS if self.timestamps else STREAM_HEADERS
         )
-        self._stream.direct_socket()  # its kernel takes little unsent from now on: refused()
+        self._stream.direct_socket()  # its kernel takes little unsent from now on: writable
         server.metrics.inc("stream.opens.sent", server.name)
         server.metrics.gauge("stream.active.sent", server.name, 1)
         if server.preamble:
@@ -262,16 +264,16 @@ class DownstreamStream(SlowClientPolicy):
     def visit(self, now: float) -> None:
         """Called by the sweep: drop the client if it is too far behind, tell its source once it
         reads again, else keep it alive (a stalled stream needs no keep-alive)."""
-        wrote = self._wrote
+        wrote = self.wrote
         if (wrote or self.stalled_since is not None) and self._dropped_as_slow(now):
             return
         if self.stalled_since is not None:
-            self._wrote = False
+            self.wrote = False
             return
         if self.keepalive <= 0:
-            self._wrote = False
+            self.wrote = False
         elif wrote:
-            self._wrote = False
+            self.wrote = False
             self.idle_since = now
         elif now - self.idle_since >= self.keepalive:
             subscription = self.subscription
@@ -281,7 +283,7 @@ class DownstreamStream(SlowClientPolicy):
             else:
                 self.last_id = resume_id
                 self._write(encode_event(None, id=resume_id))
-            self._wrote = False
+            self.wrote = False
             self.idle_since = now
 
     def stream_closed(self) -> None:
@@ -292,16 +294,22 @@ class DownstreamStream(SlowClientPolicy):
         stream = self._stream
         if self._state != OPEN or stream.closed:
             return
-        self._wrote = True
+        self.wrote = True
         server = self._server
         stream.send_data(data)
         server.metrics.inc("stream.data.sent", server.name, len(data))
+        self.written()
+
+    def written(self) -> None:
+        """After a write to it (its own, or a group's direct one): over ``max-buffered`` it is
+        dropped (reason ``bytes``), not writable it stalls (:meth:`refused`)."""
+        stream = self._stream
         buffered = stream.buffered
-        if buffered:
-            if buffered > server.max_buffered:
+        if buffered:  # a stream that holds nothing is writable: no need to ask
+            if buffered > self._server.max_buffered:
                 self._drop_slow("bytes", buffered)
-            elif stream.direct_socket() is not None:
-                self.refused()  # its socket did not take the write whole (see the module doc)
+            elif not stream.writable:
+                self.refused()  # what lies below did not take the write whole (see slow_clients)
 
     def _close(self) -> None:
         if self._state == CLOSED:

@@ -5,21 +5,33 @@ that decides "slow": nothing else in the sse server does, and a source hears of 
 :meth:`~ssegate.bindings.sse.source.Subscription.pace`.
 
 A stream's unsent bytes are what ssegate buffers for it and what the kernel holds
-unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls when the sweep finds its
-unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less), or at once
-when a write to its socket is refused (:meth:`DownstreamStream.refused`): a group's direct write,
-or, for a chunked cleartext HTTP/1.1 response, the stream's own write that left bytes to its
-transport (such a response's socket is limited from its head on, as a group's direct ones are).
-Such a socket's kernel takes only half of :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`
-unsent, so a refusal means the client's window is shut (without the limit, a loopback socket's
-kernel takes megabytes). It reads again once its unsent bytes are back at
-the stall mark, or, for a stall a refused write found, down to :data:`RESUME_MARK`, where its kernel
-takes writes again: asked at each sweep, and at once when its connection drains (such a socket's
-transport says so as soon as what the kernel refused has gone out). The stall mark stays the release
-point of a stall found at a sweep, since the kernel's share of an HTTP/2 or TLS connection's unsent
-bytes is the whole connection's. A client is dropped when its unsent bytes pass ``max-buffered``
+unsent for its connection (:attr:`ResponseStream.unsent`). A client stalls at once when a write to
+it is refused: its own write left the stream not :attr:`~ResponseStream.writable` (what lies below
+did not take it whole), or a group's direct write to its socket came back short
+(:meth:`DownstreamStream.refused`). That is the one backpressure signal, the same for every kind of
+stream: a chunked HTTP/1.1 response, cleartext or TLS, whose socket takes only half of
+:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent from its head on (without the limit,
+a loopback socket's kernel takes megabytes), so that a write left to its transport means the
+client's window is shut; an HTTP/2 stream whose flow-control window keeps its data back, or whose
+connection's transport is paused (that connection's socket is limited the same way once an event
+stream streams on it). As a backstop, a client also stalls when the sweep finds its unsent bytes
+over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less): a response whose socket
+is not limited (HTTP/1.0), a connection whose transport holds bytes without pausing.
+
+A stall ends once the stream is writable again and its unsent bytes are at or under a mark: asked
+at each sweep, and at once when the stream may be writable again (its ``on_drain``: the transport
+took what it held, a window opened). The mark of a stall a refused write found is
+:data:`RESUME_MARK` where the stream has a cleartext socket of its own, whose kernel takes writes
+again there; the stall mark everywhere else, since an HTTP/2 stream's unsent bytes are its whole
+connection's (shared by all its streams) and over TLS the TLS layer holds bytes the count does not
+see, so that being writable again is what says the client reads. The stall mark is also the mark
+of a stall found at a sweep. A client is dropped when its unsent bytes pass ``max-buffered``
 (reason ``bytes``: ssegate's buffer is checked on every write, the total on every sweep) or when it
-stays stalled for ``slow-client-timeout`` seconds (reason ``time``). Only streams written since the
+has been stalled for ``slow-client-timeout`` seconds and behind what its source keeps for it for as
+long (reason ``time``; :meth:`Subscription.behind_since`): a source that keeps a stopped stream's
+place at no cost (the sse-kafka proxy, while the partition cache holds it) lets it wait however
+long, and one that keeps nothing (the SSE proxy, whose log counts toward ``max-buffered``) is
+behind from the stall's start. Only streams written since the
 last sweep, or stalled, are asked, so idle streams cost nothing. A stall sets a timer for the end of
 its timeout, so the drop comes then, not at the first sweep after it (up to a tick later); the drops
 of a crowd that stalled together are spread over loop turns (:mod:`ssegate.host.turns`).
@@ -56,8 +68,9 @@ from ssegate.telemetry.metrics import Metrics
 STALL_MARK = 64 * 1024
 """Unsent bytes over which a stream counts as stalled (the slow-client time bound runs)."""
 RESUME_MARK = SEND_LOW_WATER // 2
-"""Unsent bytes at or under which a client that a refused direct write stalled reads again:
-under what makes its kernel refuse (:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
+"""Unsent bytes at or under which a client with a cleartext socket of its own that a refused
+write stalled reads again: under what makes its kernel refuse
+(:data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER`)."""
 
 RESTALL_WINDOW = 1.0
 """Seconds after a stall ended within which a new one is the same stall going on."""
@@ -99,8 +112,8 @@ class SlowClientPolicy:
         self.stalled_since: float | None = None
         """When the client stalled (None: it reads)."""
         self._resume_at = 0
-        """While stalled: the unsent bytes at or under which it reads again (the stall mark for
-        a stall found at a sweep, :data:`RESUME_MARK` for one a refused write found)."""
+        """While stalled: the unsent bytes at or under which, writable again, it reads again
+        (see the module doc)."""
         self._stall_timer: asyncio.TimerHandle | None = None
         """While stalled, with a loop running: the check at the end of the timeout."""
         self._resumed: tuple[float, float] = (-math.inf, 0.0)
@@ -138,28 +151,47 @@ class SlowClientPolicy:
         elif stalled_since is None:
             if unsent > server.stall_mark:
                 self._stall(now, server.stall_mark)
-        elif unsent <= self._resume_at:
+        elif unsent <= self._resume_at and self._stream.writable:
             self._resumed = (now, stalled_since)
             self.stalled_since = None
             self._cancel_stall_timer()
             self._pace(False)
         elif 0 < server.slow_client_timeout <= now - stalled_since:
-            self._drop_slow("time", unsent, now - stalled_since)
+            self._timed_out(now, stalled_since, unsent)
         return self._state == CLOSED
 
+    def _timed_out(self, now: float, stalled_since: float, unsent: int) -> None:
+        """Stalled for the timeout: dropped once it has also been behind what its source keeps
+        for it for the timeout (:meth:`Subscription.behind_since`), else asked again then, or
+        at each sweep while its source keeps its place."""
+        timeout = self._server.slow_client_timeout
+        subscription = self.subscription
+        behind = (
+            stalled_since if subscription is None else subscription.behind_since(stalled_since, now)
+        )
+        if behind is None:
+            return
+        if timeout <= now - behind:
+            self._drop_slow("time", unsent, now - stalled_since)
+        elif self._stall_timer is None:
+            self._time_stall(behind + timeout, now)
+
     def refused(self) -> None:
-        """A write to the client's socket left bytes to its transport: the kernel holds what it
-        takes unsent (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`, set by
-        :meth:`~ssegate.contract.exchange.ResponseStream.direct_socket`), its window is shut. The
-        client stalls now, not when the sweep finds it over the mark, and its source is told at
-        once (:meth:`Subscription.pace`): a replay stops there."""
+        """A write to the client was not taken whole: the stream is not writable, or a group's
+        direct write to its socket came back short. The client stalls now, not when the sweep
+        finds it over the mark, and its source is told at once (:meth:`Subscription.pace`): a
+        replay stops there."""
         if self.stalled_since is None and self._state == OPEN:
             server = self._server
-            self._stall(server.sweep.clock(), server.resume_mark)
+            own_socket = self._stream.direct_socket() is not None
+            self._stall(
+                server.sweep.clock(), server.resume_mark if own_socket else server.stall_mark
+            )
 
     def _drained(self) -> None:
-        """The connection took what waited for it: a stalled client may read again; it is
-        asked now rather than at the next sweep."""
+        """The stream may be writable again (its transport took what it held, a window
+        opened): a stalled client may read again; it is asked now rather than at the next
+        sweep."""
         if self.stalled_since is not None and self._state == OPEN:
             self._dropped_as_slow(self._server.sweep.clock())
 
@@ -175,30 +207,30 @@ class SlowClientPolicy:
         self._resume_at = resume_at
         self._pace(True)
         timeout = self._server.slow_client_timeout
-        self._time_stall(timeout, max(0.0, since + timeout - now))
+        if timeout > 0:
+            self._time_stall(since + timeout, now)
 
-    def _time_stall(self, timeout: float, delay: float) -> None:
-        """Check again in ``delay`` s, when the stall's ``timeout`` is up (without a running
+    def _time_stall(self, due: float, now: float) -> None:
+        """Check again at ``due`` on the sweep's clock, when a timeout is up (without a running
         loop, the sweep does, at its next tick)."""
-        if timeout <= 0 or self._state == CLOSED:
+        if self._state == CLOSED:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._stall_timer = loop.call_later(delay, self._stall_ends, timeout)
+        self._stall_timer = loop.call_later(max(0.0, due - now), self._stall_ends, due)
 
-    def _stall_ends(self, timeout: float) -> None:
+    def _stall_ends(self, due: float) -> None:
         self._stall_timer = None
         # A crowd that stalled together times out together: dropped over several loop turns.
-        self._server.turns.run(lambda: self._stall_is_up(timeout))
+        self._server.turns.run(lambda: self._stall_is_up(due))
 
-    def _stall_is_up(self, timeout: float) -> None:
-        stalled_since = self.stalled_since
-        if self._state == CLOSED or stalled_since is None:
+    def _stall_is_up(self, due: float) -> None:
+        if self._state == CLOSED or self.stalled_since is None:
             return
         # The loop's clock and the sweep's may differ by a millisecond: the timeout is up.
-        self._dropped_as_slow(max(self._server.sweep.clock(), stalled_since + timeout))
+        self._dropped_as_slow(max(self._server.sweep.clock(), due))
 
     def _cancel_stall_timer(self) -> None:
         timer, self._stall_timer = self._stall_timer, None

@@ -115,6 +115,14 @@ class Subscription(Protocol):
         source that cannot wait writes on; its bytes wait in the client's connection, which
         the sse server closes past ``max-buffered``."""
 
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        """Asked of a stream stalled since ``stalled_since`` once it has been so for
+        ``slow-client-timeout`` (``now``: the sweep's clock): since when it has been behind
+        what its source keeps for it, or ``None`` while its source still keeps its place and
+        it may wait at no cost (the sse-kafka proxy: while the partition cache holds every
+        partition from where it stopped). The sse server drops it as too slow once it has been
+        behind for the timeout. A source that keeps nothing answers ``stalled_since``."""
+
 
 @runtime_checkable
 class SseSource(Protocol):

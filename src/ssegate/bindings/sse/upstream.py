@@ -72,6 +72,10 @@ class FanoutMember:
         """Every upstream id is relayed as it comes: a keep-alive has none to add."""
         return None
 
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        """What it missed is kept for it only up to ``max-buffered``: behind since it stalled."""
+        return stalled_since
+
     def pace(self, stalled: bool) -> None:
         """The client stopped reading: write it nothing until it reads again, then what it
         missed (see the module's doc)."""

@@ -119,6 +119,9 @@ class _Refused:
     def pace(self, stalled: bool) -> None:
         return
 
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        return stalled_since
+
 
 class SseKafkaProxy:
     """The built ``sse-kafka`` proxy binding."""

@@ -122,6 +122,7 @@ class TopicSubscriber:
     """Feeds one sink from one topic subscription (a TopicListener and a Subscription)."""
 
     __slots__ = (
+        "_behind_at",
         "_broadcast",
         "_cancelled",
         "_stopped_at",
@@ -183,6 +184,8 @@ class TopicSubscriber:
         """The topic's default offset this subscriber asked for: a resume asks for it again."""
         self._stopped_at: dict[int, int] | None = None
         """While its client reads nothing: where it goes on from (partition → next offset)."""
+        self._behind_at: float | None = None
+        """While stopped: when the cache was first found not to hold where it goes on from."""
         self._broadcast: BroadcastSeat | None = None
         """The broadcast this subscriber is (or was, once cancelled) a member of."""
 
@@ -271,6 +274,19 @@ class TopicSubscriber:
         else:
             self._resume()
 
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        """``None`` while the partition cache holds every partition from where this stream
+        stopped (resuming costs nothing but the replay); else when that was first found not
+        so (the cache only moves on, so it stays behind)."""
+        start = self._stopped_at
+        if start is None or self.source is None:
+            return stalled_since
+        if self._behind_at is None:
+            if self.source.holds(self.topic, start):
+                return None
+            self._behind_at = now
+        return self._behind_at
+
     def _stop(self) -> None:
         if self._stopped_at is not None:
             return
@@ -291,6 +307,7 @@ class TopicSubscriber:
 
     def _resume(self) -> None:
         start, self._stopped_at = self._stopped_at, None
+        self._behind_at = None
         if start is None or self.source is None:
             return
         try:

@@ -81,6 +81,11 @@ class TimedStart:
     def resume_id(self) -> str | None:
         return None if self._inner is None else self._inner.resume_id()
 
+    def behind_since(self, stalled_since: float, now: float) -> float | None:
+        if self._inner is None:  # nothing to keep yet
+            return stalled_since
+        return self._inner.behind_since(stalled_since, now)
+
     def pace(self, stalled: bool) -> None:
         if self._inner is None:
             self._stalled = stalled

@@ -57,6 +57,11 @@ class FlowControlledProtocol(asyncio.Protocol):
         """The write buffer drained below its low-water mark: move on what waited."""
 
     @property
+    def write_paused(self) -> bool:
+        """The transport's write buffer is over its high-water mark (until ``resume_writing``)."""
+        return self._write_paused
+
+    @property
     def writable(self) -> bool:
         """The transport is there and not closing."""
         transport = self._transport
