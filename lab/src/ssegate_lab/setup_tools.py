@@ -156,6 +156,15 @@ def _kafkasse() -> Path:
     return cache_dir()
 
 
+def _sse_floor() -> Path:
+    from ssegate_lab.bench.floor_server import FloorBuildFailed, ensure_floor
+
+    try:
+        return ensure_floor()
+    except FloorBuildFailed as exc:
+        raise SetupFailed(str(exc)) from None
+
+
 def asyncapi_specs() -> Path:
     """The ``@asyncapi/specs`` npm package (its ``schemas/`` folder holds the JSON Schemas)."""
     prefix = cache_root() / "npm"
@@ -219,6 +228,7 @@ STEPS: dict[str, Step] = {
         ),
         Step("mercure", "the Mercure hub, built with Go (minutes)", _mercure),
         Step("kafkasse", "KafkaSSE with npm, compiling librdkafka (minutes)", _kafkasse),
+        Step("sse-floor", "the reference fan-out server, compiled with cc and OpenSSL", _sse_floor),
     )
 }
 """Every step, in the order ``./run`` runs them."""

@@ -34,6 +34,10 @@ def add_bench_parser(commands: Any) -> None:
 
     add_all_parser(scenarios)  # `all`: every scenario below in turn, one summary
 
+    from ssegate_lab.bench.floor import add_floor_parser
+
+    add_floor_parser(scenarios)  # `floor`: ssegate beside the reference fan-out server in C
+
     static = scenarios.add_parser(
         "static", help="static file requests/s over HTTP/1.1 (wrk) and h2 (h2load)"
     )

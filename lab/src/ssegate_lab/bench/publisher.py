@@ -1,26 +1,24 @@
 """The upstream side of the proxy benchmark: the example SSE server and a fixed-rate publisher.
 
-:class:`UpstreamProcess` runs ``ssegate.tools.sse_server`` on uvloop in a child process (so its
-CPU and memory are its own and can be read from ``/proc``). :func:`publish` connects to its
-publish port and writes one line per event at a fixed rate for a fixed time; each line is the
-publisher's ``time.monotonic_ns()`` when the batch was written (plus optional padding), which
-the load clients subtract from their own monotonic clock (one clock for the whole machine) to
-get publish-to-receive latency. Events are written in batches every ``tick`` seconds, one
-``write`` per batch, so high rates do not cost a system call per event.
+:class:`UpstreamProcess` runs ``ssegate.tools.sse_server`` on uvloop in a child process (a
+:class:`~ssegate_lab.bench.ready_process.ReadyProcess`, so its CPU and memory are its own and
+can be read from ``/proc``). :func:`publish` connects to its publish port and writes one line
+per event at a fixed rate for a fixed time; each line is the publisher's ``time.monotonic_ns()``
+when the batch was written (plus optional padding), which the load clients subtract from their
+own monotonic clock (one clock for the whole machine) to get publish-to-receive latency. Events
+are written in batches every ``tick`` seconds, one ``write`` per batch, so high rates do not
+cost a system call per event.
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
-import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from ssegate.engine.runtime import free_port
-from ssegate_lab.bench.gateway import ProcessSample, sample
+from ssegate_lab.bench.ready_process import ReadyProcess
 
 _UPSTREAM_MAIN = (
     "import asyncio, sys, uvloop\n"
@@ -30,60 +28,15 @@ _UPSTREAM_MAIN = (
 )
 
 
-class UpstreamProcess:
+class UpstreamProcess(ReadyProcess):
     """The example SSE server in a child process on free loopback ports."""
 
     def __init__(self, timeout: float = 20.0) -> None:
         self.http_port = free_port()
         self.publish_port = free_port()
-        self.timeout = timeout
-        self.process: subprocess.Popen[str] | None = None
-        self.output: deque[str] = deque(maxlen=50)
-
-    def __enter__(self) -> UpstreamProcess:
-        self.process = subprocess.Popen(
-            [
-                *(sys.executable, "-c", _UPSTREAM_MAIN),
-                *("--http-port", str(self.http_port), "--publish-port", str(self.publish_port)),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            self.output.append(line.rstrip())
-            if line.startswith("sse server:"):
-                threading.Thread(target=self._drain, daemon=True).start()
-                return self
-        self.__exit__()
-        raise RuntimeError("upstream did not start:\n" + "\n".join(self.output))
-
-    def _drain(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line.rstrip())
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def sample(self) -> ProcessSample:
-        return sample(self.pid)
+        argv = [sys.executable, "-c", _UPSTREAM_MAIN, "--http-port", str(self.http_port)]
+        argv += ["--publish-port", str(self.publish_port)]
+        super().__init__(argv, "sse server:", "upstream", timeout)
 
 
 @dataclass(frozen=True, slots=True)
