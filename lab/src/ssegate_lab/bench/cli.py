@@ -180,6 +180,8 @@ def add_bench_parser(commands: Any) -> None:
     kafka.add_argument("--out", type=Path, default=None)
     kafka.set_defaults(func=_kafka)
 
+    from ssegate_lab.loop_lag_report import writable_directory
+
     keyed = scenarios.add_parser(
         "keyed", help="N streams each filtering on its own key: loss, duplicates, p99, CPU"
     )
@@ -228,6 +230,11 @@ def add_bench_parser(commands: Any) -> None:
         "--trace-sampling", type=float, default=None,
         help="share of records whose delivery traces the gateway sends (otlp exporter, traces"
         ".sampling) to a collector started for the run; unset: no traces exporter",
+    )  # fmt: skip
+    keyed.add_argument(
+        "--loop-lag", type=writable_directory, default=None, metavar="DIR",
+        help="every gateway process writes its event loop's slow moments and their stacks to"
+        " DIR/<pid>.jsonl; each case keeps per worker those over 50 ms in its measured window",
     )  # fmt: skip
     keyed.add_argument("--out", type=Path, default=None)
     keyed.set_defaults(func=_keyed)
@@ -484,6 +491,7 @@ def _keyed(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         filter_mode=args.filter,
         trace_sampling=args.trace_sampling,
+        loop_lag_dir=args.loop_lag,
         progress=None if args.out is None else lambda partial: _save(partial, args),
     )
     if args.plot is not None:

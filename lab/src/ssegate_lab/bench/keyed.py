@@ -46,13 +46,13 @@ import random
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ssegate_lab import loop_lag, loop_lag_report
 from ssegate_lab.bench import validity
 from ssegate_lab.bench.gateway import GatewayProcess
 from ssegate_lab.bench.held_streams import HeldStreams, sse_request
@@ -64,6 +64,7 @@ from ssegate_lab.bench.kafka_rig import (
     write_kafka_gateway_config,
 )
 from ssegate_lab.bench.keyed_filter import check_filter, filter_routes, keyed_record, topic_options
+from ssegate_lab.bench.rss_samples import RssSamples
 from ssegate_lab.bench.trace_sink import TraceSink
 from ssegate_lab.broker import BrokerInfo
 
@@ -96,6 +97,7 @@ def run_keyed(
     warmup: float = 0.0,
     filter_mode: str = "key",
     trace_sampling: float | None = None,
+    loop_lag_dir: Path | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every stream count ``repeat`` times on this gateway (and on ``baseline_src``'s), with
@@ -108,13 +110,17 @@ def run_keyed(
     streams on each HTTP/2 connection. ``warmup`` s of messages no stream wants come before
     the measured window. ``filter_mode`` is what the streams filter on (one of
     :data:`~ssegate_lab.bench.keyed_filter.FILTERS`). ``trace_sampling``: traces to a collector
-    (:mod:`~.trace_sink`). ``progress`` gets the results so far after every case."""
+    (:mod:`~.trace_sink`). ``loop_lag_dir``: every gateway process writes its event loop's slow
+    moments there (:mod:`ssegate_lab.loop_lag`), and each case keeps those of its measured window
+    per worker. ``progress`` gets the results so far after every case."""
     if any(count > keys for count in streams):
         raise ValueError("each stream needs a key of its own: streams must not exceed keys")
     check_filter(filter_mode)
     variants: list[tuple[str, dict[str, str]]] = [("ssegate", {})]
     if baseline_src is not None:
         variants.append(("baseline", {"PYTHONPATH": str(baseline_src.resolve() / "src")}))
+    if loop_lag_dir is not None:
+        variants = [(name, loop_lag.profiled_env(env, loop_lag_dir)) for name, env in variants]
     results: dict[str, Any] = {
         "scenario": "keyed",
         "rate": rate,
@@ -128,6 +134,7 @@ def run_keyed(
         "warmup_s": warmup,
         "filter": filter_mode,
         "trace_sampling": trace_sampling,
+        "loop_lag_dir": str(loop_lag_dir) if loop_lag_dir else None,
         "protocol": f"h2c, {h2_streams} streams per connection" if h2_streams else "http/1.1",
         "baseline_src": str(baseline_src) if baseline_src else None,
         "baseline_commit": _commit_of(baseline_src) if baseline_src else None,
@@ -157,6 +164,8 @@ def run_keyed(
                     )  # fmt: skip
                 case["gateway"] = variant
                 case["spans_received"] = sink.spans() if sink is not None else None  # in the run
+                if loop_lag_dir is not None:
+                    case["loop_lag"] = loop_lag_report.case_summary(loop_lag_dir, case, gateway.pid)
                 results["cases"].append(case)
                 print(json.dumps(_brief(case)), flush=True)
                 if progress is not None:
@@ -225,14 +234,15 @@ def _case(
             misdelivered = sum(client.report().received for client in clients)
         before = gateway.sample()
         window_started = time.monotonic()
-        rss = _RssSamples(gateway, rss_every)
+        rss = RssSamples(gateway, rss_every)
         produced, owed = _produce_keyed(
             producer, topic, rate, duration, keys, count, sequence, shape
         )
         rss.stop()
         time.sleep(DRAIN_SECONDS)
         after = gateway.sample()
-        collections = gateway.collections_in(window_started, time.monotonic())
+        window_ended = time.monotonic()
+        collections = gateway.collections_in(window_started, window_ended)
         deliveries = [client.report() for client in clients]
         for client in clients:
             client.close()
@@ -275,44 +285,11 @@ def _case(
         "gateway_us_per_message": round(gateway_cpu * 1e6 / max(1, produced), 1),
         "gateway_rss_mib": round(after.rss_bytes / 2**20, 1),
         "gateway_warnings": gateway.warnings(),
+        "window_monotonic_s": [round(window_started, 3), round(window_ended, 3)],
         **collections,
         **validity.client_load([d.cpu_seconds for d in deliveries], window),
         **rss.summary(),
     }
-
-
-class _RssSamples:
-    """The gateway's RSS every ``every`` seconds from a thread, until :meth:`stop`."""
-
-    def __init__(self, gateway: GatewayProcess, every: float) -> None:
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if every > 0:
-            started = time.monotonic()
-
-            def run() -> None:
-                while not self._stop.wait(every):
-                    mib = gateway.sample().rss_bytes / 2**20
-                    self.samples.append((round(time.monotonic() - started, 1), round(mib, 1)))
-
-            self._thread = threading.Thread(target=run, daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def summary(self) -> dict[str, Any]:
-        """The samples, and the growth from the first one past the first fifth of the run."""
-        if not self.samples:
-            return {}
-        settled = self.samples[len(self.samples) // 5][1]
-        return {
-            "rss_mib_samples": self.samples,
-            "rss_growth_after_first_fifth": round(self.samples[-1][1] / settled - 1, 3),
-        }
 
 
 @dataclass(frozen=True, slots=True)
