@@ -79,10 +79,10 @@ class Broadcast(TopicSubscriber):
             group,
             topic=first.topic,
             progress=ProgressEncoder(first.progress.offsets),
-            message_filter=first.filter,
-            id_format=first.id_format,
+            message_filter=shape.filter,
+            id_format=shape.id_format,
             shares=first.shares,
-            view=first.view,
+            view=shape.view,
         )
         self.resume_points.last_token = first.resume_points.last_token
         self.registry = broadcasts
@@ -121,7 +121,7 @@ class Broadcast(TopicSubscriber):
         if token == self.last_written(member) or not self.progress.offsets:
             return None
         written.token, written.writes = token, self.group.writes
-        return format_event_id(token, None, self.id_format, None)
+        return format_event_id(token, None, self.shape.id_format, None)
 
     def last_written(self, member: TopicSubscriber) -> str:
         """The progress token of the last id ``member`` was written: its own keep-alive's,

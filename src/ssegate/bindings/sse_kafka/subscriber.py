@@ -61,7 +61,6 @@ from ssegate.bindings.sse_kafka.shared import EncodedMessages, Shapes, Subscribe
 from ssegate.bindings.sse_kafka.traced_write import write_traced
 from ssegate.kafka.topics import (
     DefaultOffset,
-    Interest,
     KafkaMessage,
     LivePositions,
     TopicSource,
@@ -127,10 +126,7 @@ class TopicSubscriber:
         "_cancelled",
         "_stopped_at",
         "broadcasts",
-        "check",
         "default",
-        "filter",
-        "id_format",
         "interest",
         "live",
         "progress",
@@ -141,7 +137,6 @@ class TopicSubscriber:
         "source",
         "topic",
         "topic_subscription",
-        "view",
     )
 
     def __init__(
@@ -161,17 +156,11 @@ class TopicSubscriber:
         self.sink = sink
         self.topic = topic
         self.progress = progress
-        self.filter = message_filter
-        self.id_format = id_format
         self.shares = shares
-        self.view = view
-        self.check = sink.check
         self.shape = shares.shapes.intern(
-            SubscriberShape(message_filter, id_format, view, sink.timestamps, self.check)
+            SubscriberShape(message_filter, id_format, view, sink.timestamps, sink.check)
         )
-        self.interest: Interest | None = (
-            message_filter.interest() if message_filter is not None else None
-        )
+        self.interest = message_filter.interest() if message_filter is not None else None
         self.topic_subscription: TopicSubscription | None = None
         self.live = LivePartitions()
         self.resume_points = ResumePoints(sink, id_format, shares.clock)
@@ -216,8 +205,8 @@ class TopicSubscriber:
             if DELIVERY.current is None:
                 self.sink.write_encoded(outcome.data)
             else:  # a batch with traced records fans out
-                write_traced(DELIVERY.current, self.sink, outcome.data, messages,
-                             self.filter.matches if self.filter is not None else None)  # fmt: skip
+                accepts = None if self.shape.filter is None else self.shape.filter.matches
+                write_traced(DELIVERY.current, self.sink, outcome.data, messages, accepts)
             if self.sink.closed:  # too far behind: the sse server closed it just now
                 self._dropped()
                 return
@@ -248,9 +237,8 @@ class TopicSubscriber:
         self.resume_points.reset(self.live_token(), partition, earliest, asked, value)
 
     def on_status(self, available: bool, reason: str = "") -> None:
-        # The cache logs the broker's state once per topic; the stream stays open and resumes
-        # when the broker is back, so a client needs nothing but the keep-alives.
-        return
+        """Nothing to do: the cache logs the broker's state once per topic, and the stream stays
+        open and resumes when the broker is back (its client needs only the keep-alives)."""
 
     # -- Subscription --------------------------------------------------------------------------
 
@@ -343,9 +331,7 @@ class TopicSubscriber:
     @property
     def joinable(self) -> bool:
         """Alone, subscribed, and live on every partition of its topic."""
-        return (
-            self._broadcast is None and self.topic_subscription is not None and self.live_everywhere
-        )
+        return not self._broadcast and self.topic_subscription is not None and self.live_everywhere
 
     def live_token(self) -> str:
         """The progress token, its live partitions moved up to the topic's live end."""
