@@ -31,7 +31,7 @@ class CacheMetrics:
         self.metrics = metrics
         self._warned_unextracted: set[tuple[str, str]] = set()
 
-    def fetched(self, topic: str, batch: Fetched, evicted: int, freed: int, grown: int) -> None:
+    def fetched(self, topic: str, batch: Fetched, evicted: int, grown: int) -> None:
         metrics = self.metrics
         received = len(batch.messages) + len(batch.invalid) + len(batch.repeats)
         metrics.inc("ssegate.kafka.messages.received", self.name, received, topic=topic)
@@ -43,10 +43,7 @@ class CacheMetrics:
                       offsets=[r.offset for r in repeats[:REPEATS_LOGGED]],
                       earlier=[r.earlier for r in repeats[:REPEATS_LOGGED]],
                       first_id=repeats[0].record_id.decode(errors="replace"))  # fmt: skip
-        if grown:
-            metrics.gauge("ssegate.kafka.cache.bytes", self.name, grown, topic=topic)
-        if evicted:
-            metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
+        self.evicted(topic, evicted, -grown)
         for unextracted in batch.unextracted:
             field = str(unextracted.field)
             metrics.inc("ssegate.kafka.transforms.unextracted", self.name, topic=topic, field=field)
@@ -72,7 +69,8 @@ class CacheMetrics:
         self.metrics.gauge("ssegate.kafka.subscribers", self.name, float(delta), topic=topic)
 
     def evicted(self, topic: str, evicted: int, freed: int) -> None:
-        """An idle cache let ``evicted`` messages (``freed`` bytes) of ``topic`` go."""
+        """The caches of ``topic`` let ``evicted`` messages go and shrank by ``freed`` bytes
+        (net of what they took in; negative when they grew)."""
         if evicted:
             self.metrics.inc("ssegate.kafka.cache.evictions", self.name, evicted, topic=topic)
         if freed:

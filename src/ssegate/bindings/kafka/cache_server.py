@@ -287,11 +287,10 @@ def build(binding: Binding, ctx: BuildContext) -> KafkaCacheServer:
         raise ConfigError(f"{binding.path}.exit", "a kafka cache_server exits to a kafka client")
     client = ctx.exit(binding.exit, KAFKA_CLIENT, f"{binding.path}.exit")
     topics = list(options.get("topics") or ())
-    defaults: dict[str, DefaultOffset] = {}
-    for topic in topics:
-        defaults[str(topic["name"])] = (
-            "live" if topic.get("defaultOffset") == "live" else "historical"
-        )
+    defaults: dict[str, DefaultOffset] = {
+        str(topic["name"]): "live" if topic.get("defaultOffset") == "live" else "historical"
+        for topic in topics
+    }
     cache = options.get("cache") or {}  # the schema bounds both
     max_bytes = int(cache.get("max-bytes", DEFAULT_MAX_BYTES))
     max_age = float(cache.get("max-age", DEFAULT_MAX_AGE))

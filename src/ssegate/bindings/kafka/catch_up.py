@@ -69,10 +69,9 @@ class CatchUpReader:
         if self.consumer is None:
             self.consumer = Consumer(self._config())
         key = (command.topic, command.partition)
+        partition = TopicPartition(*key)
         try:
-            low, _high = self.consumer.get_watermark_offsets(
-                TopicPartition(command.topic, command.partition), timeout=REQUEST_TIMEOUT
-            )
+            low, _high = self.consumer.get_watermark_offsets(partition, timeout=REQUEST_TIMEOUT)
         except KafkaException as exc:
             self._unavailable(str(exc.args[0]) if exc.args else "unavailable")
             self._retry(command)  # tried again on a later pass
@@ -81,9 +80,7 @@ class CatchUpReader:
         offset = command.offset
         self._ticket[key] = command.ticket
         if offset < low:
-            self._emit(
-                CatchUpReset(command.topic, command.partition, offset, int(low), command.ticket)
-            )
+            self._emit(CatchUpReset(*key, offset, int(low), command.ticket))
             offset = int(low)
         position = self._next.get(key)
         if (
@@ -91,15 +88,10 @@ class CatchUpReader:
             and max(position, self._records.hands_over_from(True, key)) <= offset
         ):
             return  # already reading (and handing over) from before there
-        partition = TopicPartition(command.topic, command.partition)
         if position is not None:
             self.consumer.incremental_unassign([partition])
-        reading_from = self._records.reading_from(
-            True, command.topic, command.partition, offset, int(low)
-        )
-        self.consumer.incremental_assign(
-            [TopicPartition(command.topic, command.partition, reading_from)]
-        )
+        reading_from = self._records.reading_from(True, *key, offset, int(low))
+        self.consumer.incremental_assign([TopicPartition(*key, reading_from)])
         self._next[key] = reading_from
 
     def end(self, command: EndCatchUp) -> None:
@@ -107,7 +99,7 @@ class CatchUpReader:
         self._ticket.pop(key, None)
         self._records.forget(True, key)
         if self.consumer is not None and self._next.pop(key, None) is not None:
-            self.consumer.incremental_unassign([TopicPartition(command.topic, command.partition)])
+            self.consumer.incremental_unassign([TopicPartition(*key)])
 
     def read_to(self, key: tuple[str, int], next_offset: int) -> None:
         """A batch of partition ``key`` was read, up to ``next_offset``."""

@@ -55,14 +55,12 @@ class KafkaClient:
             "logger": _library_log,
         }
         if self.sasl is not None:
-            config.update(
-                {
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": SASL_MECHANISMS[self.sasl.mechanism],
-                    "sasl.username": self.sasl.username,
-                    "sasl.password": self.sasl.password,
-                }
-            )
+            config |= {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": SASL_MECHANISMS[self.sasl.mechanism],
+                "sasl.username": self.sasl.username,
+                "sasl.password": self.sasl.password,
+            }
         config.update(self.settings)
         return config
 
@@ -71,20 +69,16 @@ class KafkaClient:
 
         librdkafka requires a ``group.id`` even then; a unique one keeps any group coordinator
         out of it."""
-        config = self.common_config()
-        config.update(
-            {
-                "group.id": f"ssegate-{purpose}-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "allow.auto.create.topics": False,
-                "topic.metadata.refresh.interval.ms": 5000,
-                "fetch.wait.max.ms": 50,
-                "enable.partition.eof": True,
-            }
-        )
-        return config
+        return self.common_config() | {
+            "group.id": f"ssegate-{purpose}-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "allow.auto.create.topics": False,
+            "topic.metadata.refresh.interval.ms": 5000,
+            "fetch.wait.max.ms": 50,
+            "enable.partition.eof": True,
+        }
 
     def admin_config(self) -> dict[str, Any]:
         return self.common_config()

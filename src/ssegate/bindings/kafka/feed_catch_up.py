@@ -11,13 +11,14 @@ skipped. Once a cursor reaches what the cache holds it leaves catch-up and the f
 again: it replays from the cache, then goes live. When the last cursor of a partition leaves,
 the reader is told it is no longer needed (:attr:`~.feed_cursors.FeedHooks.end_catch_up`).
 
-It extends :class:`~.topic_feed.TopicFeed`, which holds one and passes it the catch-up events
-the cache server hands over; like the feed, it does no I/O and runs on the event loop.
+It extends :class:`~.topic_feed.TopicFeed`, which holds one as its ``catch_up`` and passes it
+the catch-up batches; the cache server's dispatch (:mod:`~.feed_dispatch`) hands it the resets
+and ends. Like the feed, it does no I/O and runs on the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ssegate.bindings.kafka.feed_cursors import FeedHooks, PartitionCursor, PartitionFeed, Stage
 from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
@@ -64,12 +65,7 @@ class FeedCatchUp:
             self._after_step(feed, cursor)
 
     def on_reset(self, event: CatchUpReset) -> None:
-        feed = self.partitions.get(event.partition)
-        if feed is None:
-            return
-        for cursor in list(feed.catching_up):
-            if cursor.ticket > event.ticket or cursor.cursor >= event.earliest:
-                continue
+        for feed, cursor in self._answered(event.partition, event.ticket, event.earliest):
             requested = cursor.cursor
             cursor.cursor = event.earliest
             cursor.reported = event.earliest
@@ -79,15 +75,21 @@ class FeedCatchUp:
             self._after_step(feed, cursor)
 
     def on_at_end(self, event: CatchUpAtEnd) -> None:
-        feed = self.partitions.get(event.partition)
-        if feed is None:
-            return
-        for cursor in list(feed.catching_up):
-            if cursor.ticket > event.ticket or cursor.cursor >= event.offset:
-                continue
+        for feed, cursor in self._answered(event.partition, event.ticket, event.offset):
             cursor.cursor = event.offset
             cursor.skipped(event.offset)
             self._after_step(feed, cursor)
+
+    def _answered(
+        self, partition: int, ticket: int, offset: int
+    ) -> Iterator[tuple[PartitionFeed, PartitionCursor]]:
+        """The catching-up cursors of ``partition`` that an answer to request ``ticket`` moves
+        on to ``offset``: those that asked no later and are still behind it."""
+        feed = self.partitions.get(partition)
+        if feed is not None:
+            for cursor in list(feed.catching_up):
+                if cursor.ticket <= ticket and cursor.cursor < offset:
+                    yield feed, cursor
 
     def _after_step(self, feed: PartitionFeed, cursor: PartitionCursor) -> None:
         if cursor.subscription.cancelled or cursor.cursor < feed.cache.start_offset:

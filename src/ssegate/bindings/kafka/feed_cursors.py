@@ -44,8 +44,8 @@ class FeedHooks:
     catch_up: Callable[[str, int, int, int], None]
     end_catch_up: Callable[[str, int], None]
     now: Callable[[], float]
-    on_fetched: Callable[[str, Fetched, int, int, int], None]
-    """``(topic, batch, evicted messages, evicted bytes, cache bytes delta)``, for metrics."""
+    on_fetched: Callable[[str, Fetched, int, int], None]
+    """``(topic, batch, evicted messages, cache bytes delta)``, for metrics."""
     subscribers_changed: Callable[[str, int], None]
 
 

@@ -8,8 +8,9 @@ one slice, in order, on the loop, and is the only place those events reach the t
 - a batch (:class:`~.fetch_events.Fetched`) goes to its topic's feed, traced when delivery
   traces are on and counted in the fan-out lag when live; :meth:`FeedDispatch.apply` returns the
   loop time those hand-overs took, which the server paces the fetch with (:mod:`~.fanout_pace`);
-- a topic started, partitions added, a catch-up reset or at its end go to that topic's feed,
-  counted and logged; a follower starts the feed of a topic only the leader asked for;
+- a topic started, partitions added, a catch-up reset or at its end go to that topic's feed
+  (the catch-up events to its :class:`~.feed_catch_up.FeedCatchUp`), counted and logged; a
+  follower starts the feed of a topic only the leader asked for;
 - the brokers' status goes to every feed (kept, so a feed started later begins with it); a
   change in the cluster (brokers left or joined, leaders moved) is only logged and counted;
 - the cluster's topic list and missing topics go to the :class:`~.topic_lookup.TopicLookup`;
@@ -122,9 +123,9 @@ class FeedDispatch:
                 log.warning("kafka.offset_reset", binding=self.name, topic=event.topic,
                             partition=event.partition, requested=event.requested,
                             earliest=event.earliest)  # fmt: skip
-                self._feeds[event.topic].on_catch_up_reset(event)
+                self._feeds[event.topic].catch_up.on_reset(event)
             elif isinstance(event, CatchUpAtEnd):
-                self._feeds[event.topic].on_catch_up_at_end(event)
+                self._feeds[event.topic].catch_up.on_at_end(event)
             elif isinstance(event, BrokerStatus):
                 self._on_status(event)
             elif isinstance(event, ClusterChanged):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ssegate.bindings.kafka.fetch_events import Event, Fetched, TopicMissing, TopicsListed
 
@@ -73,17 +74,13 @@ def _join(batches: list[Fetched]) -> Fetched:
     """One batch holding ``batches`` (consecutive, of one partition and reader), built once."""
     if len(batches) == 1:
         return batches[0]
-    first, last = batches[0], batches[-1]
-    return Fetched(
-        first.topic,
-        first.partition,
-        [message for batch in batches for message in batch.messages],
-        last.next_offset,
-        [entry for batch in batches for entry in batch.invalid],
-        first.catch_up,
-        first.ticket,
-        [repeat for batch in batches for repeat in batch.repeats],
-        [entry for batch in batches for entry in batch.unextracted],
+    return replace(
+        batches[0],  # its topic, partition, reader and ticket
+        messages=[message for batch in batches for message in batch.messages],
+        next_offset=batches[-1].next_offset,
+        invalid=[entry for batch in batches for entry in batch.invalid],
+        repeats=[repeat for batch in batches for repeat in batch.repeats],
+        unextracted=[entry for batch in batches for entry in batch.unextracted],
         fetched=tuple(stamp for batch in batches for stamp in batch.fetched),
     )
 

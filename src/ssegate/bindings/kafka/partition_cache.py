@@ -64,7 +64,6 @@ class Evicted:
     """What one append or eviction pass let go."""
 
     messages: int = 0
-    bytes: int = 0
 
 
 class PartitionCache:
@@ -191,7 +190,6 @@ class PartitionCache:
     def evict(self, now: float) -> Evicted:
         """Drop what exceeds the byte budget or is older than ``max_age``."""
         dropped = 0
-        freed = 0
         aging = self.max_age > 0 and not self.compacted
         oldest_allowed = now - self.max_age if aging else None
         while self._head < len(self._slots):
@@ -201,13 +199,11 @@ class PartitionCache:
                 too_old = oldest_allowed is not None and self._arrivals[self._head] < oldest_allowed
                 if not too_big and not too_old:
                     break
-                before = self.bytes
                 self.payload_bytes -= message_size(message)
                 dropped += 1
                 if message.key is not None and self._latest_by_key.get(message.key) == self._head:
                     del self._latest_by_key[message.key]
                 self._index.remove(message)
-                freed += before - self.bytes
                 self.start_offset = message.offset + 1
             else:
                 self._dead -= 1
@@ -216,7 +212,7 @@ class PartitionCache:
         if self._head == len(self._slots):
             self.start_offset = self.next_offset
         self._compact_storage()
-        return Evicted(dropped, freed)
+        return Evicted(dropped)
 
     def _store(self, message: KafkaMessage, now: float) -> None:
         index = len(self._slots)
@@ -240,8 +236,7 @@ class PartitionCache:
         waste = self._head + self._dead
         if waste < 1024 or waste * 2 < len(self._slots):
             return
-        compacted_away = self._dead > 0
-        if not compacted_away:  # only the evicted head goes: slices, at C speed
+        if not self._dead:  # only the evicted head goes: slices, at C speed
             head = self._head
             self._slots = self._slots[head:]
             self._offsets = self._offsets[head:]
@@ -266,5 +261,4 @@ class PartitionCache:
         self._latest_by_key = latest
         self._head = 0
         self._dead = 0
-        if compacted_away:  # their offsets linger in the posting lists until now
-            self._index.rebuild(self._held())
+        self._index.rebuild(self._held())  # the dead slots' offsets linger in it until now

@@ -88,9 +88,7 @@ class PartitionLag:
         ends = self._ends
         found: dict[PartitionKey, int] = {}
         for key, next_offset in list(self._next.items()):
-            end = ends.get(key)
-            if end is None:
-                end = self._started_ends.get(key)
+            end = ends.get(key, self._started_ends.get(key))
             if end is not None:
                 found[key] = max(0, end - next_offset)
         return found

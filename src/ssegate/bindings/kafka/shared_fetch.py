@@ -107,19 +107,24 @@ class SharedFetch:
         except KafkaException as exc:
             self._set_available(False, str(exc.args[0]) if exc.args else "unavailable")
             return
-        live = command.default == "live"
-        starts = {p: high if live else low for p, (low, high) in marks.items()}
+        starts = self._assign(topic, marks, live=command.default == "live")
         ends = {p: high for p, (_, high) in marks.items()}
-        self.consumer.incremental_assign([
-            TopicPartition(topic, p, self._records.reading_from(False, topic, p, o, marks[p][0]))
-            for p, o in starts.items()
-        ])  # fmt: skip
-        self.assignments += len(starts)
         self._topics[topic] = command
         self._waiting.pop(topic, None)
         self._partitions[topic] = len(starts)
         self._emit(TopicStarted(topic, starts, ends, compacted))
         self._publish_ends({(topic, p): end for p, end in ends.items()})
+
+    def _assign(self, topic: str, marks: dict[int, tuple[int, int]], live: bool) -> dict[int, int]:
+        """Fetch the partitions of ``marks`` (partition → watermarks) from their log start, or
+        from their end if ``live``; answers where each is fetched from."""
+        starts = {p: high if live else low for p, (low, high) in marks.items()}
+        self.consumer.incremental_assign([
+            TopicPartition(topic, p, self._records.reading_from(False, topic, p, o, marks[p][0]))
+            for p, o in starts.items()
+        ])  # fmt: skip
+        self.assignments += len(starts)
+        return starts
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         low, high = self.consumer.get_watermark_offsets(
@@ -161,12 +166,7 @@ class SharedFetch:
                 marks = {p: self._watermarks(topic, p) for p in added}
             except KafkaException:
                 continue
-            starts = {p: low for p, (low, _) in marks.items()}
-            self.consumer.incremental_assign([
-                TopicPartition(topic, p, self._records.reading_from(False, topic, p, o, o))
-                for p, o in starts.items()
-            ])  # fmt: skip
-            self.assignments += len(starts)
+            starts = self._assign(topic, marks, live=False)
             self._partitions[topic] = known + len(added)
             self._emit(PartitionsAdded(topic, starts))
             self._publish_ends({(topic, p): high for p, (_, high) in marks.items()})

@@ -54,7 +54,7 @@ from ssegate.bindings.kafka.feed_cursors import (
     Subscription,
     from_offset,
 )
-from ssegate.bindings.kafka.fetch_events import CatchUpAtEnd, CatchUpReset, Fetched
+from ssegate.bindings.kafka.fetch_events import Fetched
 from ssegate.bindings.kafka.partition_cache import PartitionCache
 from ssegate.host.turns import shared_turns
 from ssegate.kafka.topics import DefaultOffset, LivePositions, TopicListener
@@ -262,7 +262,7 @@ class TopicFeed:
         # Moved before anyone runs: a live subscriber never reads a position behind what it
         # was given (inside this delivery its ids carry the message's own offsets).
         self.positions.offsets[batch.partition] = cache.next_offset
-        self.hooks.on_fetched(self.topic, batch, evicted.messages, evicted.bytes, feed.recount())
+        self.hooks.on_fetched(self.topic, batch, evicted.messages, feed.recount())
         if messages:
             for cursor in list(feed.live):
                 cursor.deliver(messages)
@@ -280,12 +280,6 @@ class TopicFeed:
                     continue
                 cursor.cursor = batch.next_offset
                 self._join_live(feed, cursor)
-
-    def on_catch_up_reset(self, event: CatchUpReset) -> None:
-        self.catch_up.on_reset(event)
-
-    def on_catch_up_at_end(self, event: CatchUpAtEnd) -> None:
-        self.catch_up.on_at_end(event)
 
     def evict(self) -> tuple[int, int]:
         """Apply the age bound to idle partitions too: ``(messages, bytes)`` let go (the bytes

@@ -12,7 +12,7 @@ turns it into a :class:`MessageFilter` per request (templates filled in, values 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,10 +74,7 @@ class FilterTemplate:
     def __init__(self, entries: tuple[_EntryTemplate, ...]) -> None:
         self._entries = entries
         self._static: MessageFilter | None = None
-        if all(
-            (e.key is None or e.key.is_static) and all(t.is_static for _, t in e.headers)
-            for e in entries
-        ):
+        if all(template.is_static for template in self._templates()):
             self._static = self.render({}, None)
 
     @classmethod
@@ -106,25 +103,20 @@ class FilterTemplate:
             )
         return cls(tuple(entries))
 
-    @property
-    def param_names(self) -> frozenset[str]:
-        names: set[str] = set()
+    def _templates(self) -> Iterator[Template]:
         for entry in self._entries:
             if entry.key is not None:
-                names |= entry.key.param_names
+                yield entry.key
             for _, template in entry.headers:
-                names |= template.param_names
-        return frozenset(names)
+                yield template
+
+    @property
+    def param_names(self) -> frozenset[str]:
+        return frozenset(name for t in self._templates() for name in t.param_names)
 
     @property
     def guard_names(self) -> frozenset[str]:
-        names: set[str] = set()
-        for entry in self._entries:
-            if entry.key is not None:
-                names |= entry.key.guard_names
-            for _, template in entry.headers:
-                names |= template.guard_names
-        return frozenset(names)
+        return frozenset(name for t in self._templates() for name in t.guard_names)
 
     def render(self, params: Mapping[str, str], guarded: Mapping[str, Any] | None) -> MessageFilter:
         """The filter for one request; raises ``MissingTemplateValue`` when a value is absent."""

@@ -61,7 +61,6 @@ class LivePartitions:
             position = offsets.get(partition, 0)
             if position > own.get(partition, 0):
                 progress.advance(partition, position)
-                own = progress.offsets
 
     def start(self, progress: ProgressEncoder) -> dict[int, int]:
         """Where a subscription that goes on from ``progress`` starts (moved up first)."""

@@ -46,18 +46,14 @@ REFUSED_BLOCK = b"\n"
 """The shared block of a message that failed its check: after ``id:``, the blank line alone."""
 
 
+@dataclass(slots=True, eq=False)
 class _Entry:
     """One cached message: its shared encoding and, per check asked, what that check made of it."""
 
-    __slots__ = ("encoded", "message", "verdicts", "view")
-
-    def __init__(
-        self, message: KafkaMessage, view: ValueView | None, encoded: EncodedMessage
-    ) -> None:
-        self.message = message
-        self.view = view
-        self.encoded = encoded
-        self.verdicts: dict[EventCheck, EncodedMessage] | None = None
+    message: KafkaMessage
+    view: ValueView | None
+    encoded: EncodedMessage
+    verdicts: dict[EventCheck, EncodedMessage] | None = None
 
 
 class EncodedMessages:
