@@ -35,6 +35,7 @@ def test_stalled_clients_are_reset_within_the_bound_and_live_readers_miss_nothin
     for phase in run["phases"].values():
         assert phase["received"] > 0 and phase["latency_ms"]["p99"] is not None
         assert phase["load_cpu_share"] >= 0 and phase["gateway_cpu_share"] > 0
+        assert phase["gc_full_in_window"] >= 0 and phase["gc_longest_full_pause_ms"] >= 0
         timeline = phase["timeline"]  # when in the phase each event came, half a second a point
         assert sum(point["events"] for point in timeline) == phase["received"]
         assert [point["t"] for point in timeline] == sorted({point["t"] for point in timeline})

@@ -285,6 +285,15 @@ class _Rig:
     history: int
     cache_max_age: float
 
+    def _phase(self, mark: tuple[float, ...]) -> dict[str, Any]:
+        """What the live readers got since ``mark``, the CPU shares, and the gateway's full
+        collections in that window (each stopped a worker's loop for its pause)."""
+        return {
+            **self.readers.report(),
+            **self.meter.shares(mark),
+            **self.gateway.collections_in(mark[0], time.monotonic()),
+        }
+
     def run(
         self, stalled: int, rate: float, live: int, duration: float, size: int,
         timeout: float, rcvbuf: int, warmup: float, after_seconds: float,
@@ -303,7 +312,7 @@ class _Rig:
             rss_start = gateway.sample().rss_bytes
             mark = meter.mark()
             time.sleep(duration)
-            baseline = {**load.report(), **meter.shares(mark)}
+            baseline = self._phase(mark)
             rss_baseline = gateway.sample().rss_bytes
             stream_rate = baseline["bytes"] / max(1, opened["opened"]) / baseline["seconds"]
 
@@ -318,14 +327,14 @@ class _Rig:
                 within = max(within, ACCEPT_WINDOW - (time.monotonic() - mark[0]))
             status = self._until_all_ended(within)
             time.sleep(GONE_SECONDS)
-            during = {**load.report(), **meter.shares(mark)}
+            during = self._phase(mark)
             slow = self._metric(SLOW_CLIENTS)
             slow["total"] = sum(slow.values())
             rss_peak = peak.stop()
 
             mark = meter.mark()
             rss_timeline = self._rss_every(after_seconds)
-            after = {**load.report(), **meter.shares(mark)}
+            after = self._phase(mark)
             rss_after = gateway.sample().rss_bytes
         finally:
             produced = producer.stop()
