@@ -8,9 +8,11 @@ connection, is shut, and :meth:`~H2Responder.pump` moves it into ``h2`` as far a
 and the peer's maximum frame size allow: when a WINDOW_UPDATE or a larger
 ``SETTINGS_INITIAL_WINDOW_SIZE`` opens them, and when writing resumes (while the transport is
 paused nothing moves). A stream is not ``writable`` while data waits in its queue (for a window
-or for the transport) or its connection's transport is paused (once an event stream streams on
-it, the connection's socket takes little unsent, so that this comes soon after a peer stops
-reading); one whose data waited runs its
+or for the transport) or its connection's transport is paused. The connection's socket is not
+limited as an HTTP/1.1 event stream's is: a limit costs every HTTP/2 connection about an eighth
+more CPU (more, shorter sends), and the peer's windows are HTTP/2's own backpressure; a peer that
+grants wide windows and reads nothing is found by the sse server's sweep. One whose data waited
+runs its
 drain callbacks once all of it has gone, and every stream with nothing queued runs them when
 writing resumes. DATA frames of open streams skip the ``h2`` library's per-frame path
 (:mod:`ssegate.bindings.http.h2_frames`).
@@ -41,7 +43,7 @@ from ssegate.bindings.http.h2_frames import append_data_frame
 from ssegate.bindings.http.timer import linger_close
 from ssegate.bindings.http.types import ConnectionSetup
 from ssegate.bindings.tcp import send_queue
-from ssegate.contract.exchange import DirectSocket, Request
+from ssegate.contract.exchange import Request
 
 _CONNECTION_SPECIFIC = frozenset(
     {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
@@ -65,16 +67,6 @@ class H2ResponseStream(ResponseStreamBase["H2Responder"]):
     def abort(self, connection_limit: int) -> None:
         if not self._closed:
             self._connection.abort_stream(self, connection_limit)
-
-    def direct_socket(self) -> DirectSocket | None:
-        """None: an HTTP/2 stream shares its connection. Asked, as an event stream asks at its
-        head, the connection's socket takes only
-        :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent from then on, as an
-        HTTP/1.1 event stream's does: a peer that reads nothing pauses the transport, and so
-        leaves its streams not ``writable``, a few writes after its window shut rather than
-        megabytes later."""
-        self._connection.limit_unsent()
-        return None
 
     # -- written through the connection -------------------------------------------------------
 
@@ -140,8 +132,6 @@ class H2Responder(HttpProtocolBase):
         self._frames = InboundFrames(setup.limits.frames, setup.limits.max_header_bytes)
         self._unread_acks = 0
         """PING and SETTINGS acknowledgements queued since writing was last paused."""
-        self._limited = False
-        """Its socket takes little unsent (:meth:`limit_unsent`)."""
 
     def writing_resumed(self) -> None:
         self._unread_acks = 0
@@ -153,14 +143,6 @@ class H2Responder(HttpProtocolBase):
                 stream.drained()
 
     # -- what response streams call -----------------------------------------------------------
-
-    def limit_unsent(self) -> None:
-        """The socket's kernel takes little unsent from now on
-        (:func:`~ssegate.bindings.tcp.send_queue.limit_unsent`); once per connection."""
-        transport = self._transport
-        if not self._limited and transport is not None and not transport.is_closing():
-            self._limited = True
-            send_queue.limit_unsent(transport)
 
     def send_headers(
         self, stream: H2ResponseStream, block: list[tuple[bytes, bytes]], end: bool

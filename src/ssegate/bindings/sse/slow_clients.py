@@ -13,10 +13,11 @@ stream: a chunked HTTP/1.1 response, cleartext or TLS, whose socket takes only h
 :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent from its head on (without the limit,
 a loopback socket's kernel takes megabytes), so that a write left to its transport means the
 client's window is shut; an HTTP/2 stream whose flow-control window keeps its data back, or whose
-connection's transport is paused (that connection's socket is limited the same way once an event
-stream streams on it). As a backstop, a client also stalls when the sweep finds its unsent bytes
-over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less): a response whose socket
-is not limited (HTTP/1.0), a connection whose transport holds bytes without pausing.
+connection's transport is paused. As a backstop, a client also stalls when the sweep finds its
+unsent bytes over :data:`STALL_MARK` (or half of ``max-buffered``, when that is less): a response
+whose socket is not limited (HTTP/1.0, and HTTP/2, whose connections are left unlimited because a
+limit costs each about an eighth more CPU: a peer that grants wide windows and reads nothing fills
+its kernel's queue first), or a connection whose transport holds bytes without pausing.
 
 A stall ends once the stream is writable again and its unsent bytes are at or under a mark: asked
 at each sweep, and at once when the stream may be writable again (its ``on_drain``: the transport
