@@ -246,8 +246,11 @@ def test_a_stopped_stream_is_behind_only_once_the_cache_lets_its_place_go() -> N
         assert source.feed.partitions[0].cache.start_offset > 2
         assert subscriber.behind_since(5.0, 25.0) == 25.0  # found behind now
         assert subscriber.behind_since(5.0, 35.0) == 25.0  # and behind since then
-        subscriber.pace(False)  # it reads again: from the broker, and behind nothing
-        assert subscriber.behind_since(5.0, 45.0) == 5.0  # not stopped: nothing kept for it
+        subscriber.pace(False)  # it reads a little (from the broker) and stops again, behind
+        subscriber.pace(True)
+        assert subscriber.behind_since(40.0, 45.0) == 25.0  # behind since it was first found so
+        subscriber.pace(False)
+        assert subscriber.behind_since(5.0, 55.0) == 5.0  # not stopped: nothing kept for it
 
     run(scenario)
 

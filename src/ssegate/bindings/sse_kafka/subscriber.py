@@ -174,7 +174,7 @@ class TopicSubscriber:
         self._stopped_at: dict[int, int] | None = None
         """While its client reads nothing: where it goes on from (partition → next offset)."""
         self._behind_at: float | None = None
-        """While stopped: when the cache was first found not to hold where it goes on from."""
+        """Since when the cache has not held where it goes on from (kept while it trickles)."""
         self._broadcast: BroadcastSeat | None = None
         """The broadcast this subscriber is (or was, once cancelled) a member of."""
 
@@ -264,14 +264,15 @@ class TopicSubscriber:
 
     def behind_since(self, stalled_since: float, now: float) -> float | None:
         """``None`` while the partition cache holds every partition from where this stream
-        stopped (resuming costs nothing but the replay); else when that was first found not
-        so (the cache only moves on, so it stays behind)."""
+        stopped (resuming costs nothing but the replay); else since when it has been found
+        behind the cache, through the stops and resumes of a client that trickles."""
         start = self._stopped_at
         if start is None or self.source is None:
             return stalled_since
+        if self.source.holds(self.topic, start):
+            self._behind_at = None
+            return None
         if self._behind_at is None:
-            if self.source.holds(self.topic, start):
-                return None
             self._behind_at = now
         return self._behind_at
 
@@ -295,7 +296,6 @@ class TopicSubscriber:
 
     def _resume(self) -> None:
         start, self._stopped_at = self._stopped_at, None
-        self._behind_at = None
         if start is None or self.source is None:
             return
         try:
