@@ -29,7 +29,7 @@ from tests.test_sse_kafka_replay import read_events, value
 from ssegate.bindings.sse_kafka.event_id import decode_progress
 from ssegate.engine.runtime import free_port
 from ssegate_lab.bench.gateway import GatewayProcess
-from ssegate_lab.bench.kafka_rig import write_kafka_gateway_config
+from ssegate_lab.bench.kafka_rig import GatewayPorts, write_kafka_gateway_config
 from ssegate_lab.broker import BrokerInfo
 from ssegate_lab.testing.kafka import kafka_broker as kafka_broker
 
@@ -61,20 +61,30 @@ async def until(
         await asyncio.sleep(0.2)
 
 
+def a_gateway(
+    broker: BrokerInfo, tmp_path: Path, *, slow_client_timeout: float
+) -> tuple[str, int, GatewayPorts]:
+    """A new topic holding :data:`FIRST` records, and the config of a gateway with a 128 KiB
+    cache and the given ``slow-client-timeout`` serving it: the topic, the metrics port and
+    the config's ports."""
+    topic = f"stopped-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    produce(broker.bootstrap, topic, range(FIRST))
+    metrics_port = free_port()
+    ports = write_kafka_gateway_config(
+        tmp_path, broker.bootstrap, [topic], default_offset="historical",
+        sse_options={"max-buffered": 16 << 20, "slow-client-timeout": slow_client_timeout},
+        metrics_port=metrics_port, cache_max_bytes=128 * 1024,
+    )  # fmt: skip
+    return topic, metrics_port, ports
+
+
 def test_a_stopped_stream_whose_place_the_cache_let_go_goes_on_from_the_broker(
     kafka_broker: BrokerInfo, tmp_path: Path
 ) -> None:
-    topic = f"stopped-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    produce(kafka_broker.bootstrap, topic, range(FIRST))
-    metrics_port = free_port()
-    ports = write_kafka_gateway_config(
-        tmp_path, kafka_broker.bootstrap, [topic], default_offset="historical",
-        sse_options={"max-buffered": 16 << 20, "slow-client-timeout": 0},
-        metrics_port=metrics_port, cache_max_bytes=128 * 1024,
-    )  # fmt: skip
+    topic, metrics_port, ports = a_gateway(kafka_broker, tmp_path, slow_client_timeout=0)
 
     async def scenario(process: GatewayProcess) -> None:
         async def catch_ups() -> float:
@@ -116,17 +126,7 @@ def test_a_stopped_stream_waits_while_the_cache_holds_its_place_and_is_reset_onc
     """Stalled for three times ``slow-client-timeout`` while the cache holds its place: kept,
     at no cost. Then the cache lets that place go: reset once it has been behind for the
     timeout (counted as a slow client, reason ``time``)."""
-    topic = f"stopped-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    produce(kafka_broker.bootstrap, topic, range(FIRST))
-    metrics_port = free_port()
-    ports = write_kafka_gateway_config(
-        tmp_path, kafka_broker.bootstrap, [topic], default_offset="historical",
-        sse_options={"max-buffered": 16 << 20, "slow-client-timeout": 1},
-        metrics_port=metrics_port, cache_max_bytes=128 * 1024,
-    )  # fmt: skip
+    topic, metrics_port, ports = a_gateway(kafka_broker, tmp_path, slow_client_timeout=1)
 
     async def scenario(process: GatewayProcess) -> None:
         async def subscribers() -> float:
