@@ -9,6 +9,7 @@ from ssegate_lab.bench.floor_report import (
     FLOOR,
     OURS,
     cpu_us_per_delivery,
+    floor_target,
     judge,
     pairs,
     ratio,
@@ -90,7 +91,7 @@ def test_each_ssegate_case_is_paired_with_the_floor_case_of_the_same_run_and_siz
 def test_within_both_limits_over_three_runs_the_target_is_met() -> None:
     [verdict] = judge(pairs(runs((2.3, 3.0), (2.0, 2.0))))
     assert verdict["status"] == MET
-    assert "1.15x" in verdict["measured"] and "1.50x" in verdict["measured"]
+    assert "1.15\u00d7" in verdict["measured"] and "1.50\u00d7" in verdict["measured"]
 
 
 def test_cpu_per_delivery_over_1_15_times_the_floor_misses_the_target() -> None:
@@ -118,12 +119,12 @@ def test_a_floor_that_lost_events_leaves_no_verdict_and_says_so() -> None:
     assert "floor 7 lost" in verdict["note"]
 
 
-def test_ssegate_duplicating_events_leaves_no_verdict_rather_than_a_miss() -> None:
+def test_ssegate_duplicating_events_fails_the_target_as_a_loss() -> None:
     rows = runs((2.0, 2.0), (2.0, 2.0))
     rows[0] = case(OURS, 1, cpu_us=2.0, p99=2.0, duplicates=3)
     [verdict] = judge(pairs(rows))
-    assert verdict["status"] == NO_VERDICT
-    assert "ssegate 3 duplicated" in verdict["note"]
+    assert (verdict["status"], verdict["measured"]) == (MISSED, "loss")
+    assert verdict["note"].startswith("run 1 of 3: 3 duplicated")
 
 
 def test_a_saturated_load_client_leaves_no_verdict() -> None:
@@ -145,3 +146,39 @@ def test_the_table_has_a_line_per_pair_and_per_verdict() -> None:
     lines = table(found, judge(found)).splitlines()
     assert len(lines) == 1 + 3 + 1
     assert lines[1].startswith("h1 100 200 1 | 2.3 2.0 1.15 | 3.0 2.0 1.5")
+
+
+def _floor_step(duration: float, *pairs_found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``floor`` step's results in ``bench all``: one result, its pairs as given."""
+    return [{"duration_s": duration, "pairs": [p for found in pairs_found for p in found]}]
+
+
+def test_bench_all_judges_each_stated_size_from_the_floor_steps_pairs() -> None:
+    within, over = pairs(runs((2.2, 3.0), (2.0, 2.5))), pairs(runs((2.6, 3.0), (2.0, 2.5)))
+    assert floor_target("h1", 100, 200.0)(_floor_step(5.0, within)).status == MET
+    verdict = floor_target("h1", 100, 200.0)(_floor_step(5.0, over))
+    assert verdict.status == MISSED
+    assert "1.30\u00d7" in verdict.measured
+
+
+def test_a_size_or_transport_the_step_did_not_run_is_not_measured_and_named() -> None:
+    found = pairs(runs((2.2, 3.0), (2.0, 2.5)))
+    for judged in (floor_target("h1", 10_000, 2.0), floor_target("tls-h1", 100, 200.0)):
+        verdict = judged(_floor_step(5.0, found))
+        assert verdict.status == NOT_MEASURED
+        assert verdict.note.startswith("no ")
+
+
+def test_pairs_shorter_than_the_pages_command_show_their_ratios_and_judge_nothing() -> None:
+    verdict = floor_target("h1", 100, 200.0)(_floor_step(3.0, pairs(runs((2.2, 3.0), (2.0, 2.5)))))
+    assert verdict.status == NOT_MEASURED
+    assert verdict.note == "at 3 s of publishing: the target's is 5 s of publishing"
+    assert verdict.measured.startswith("CPU 1.1\u00d7")
+
+
+def test_a_floor_step_pair_in_which_ssegate_lost_events_fails_the_target() -> None:
+    found = pairs([*runs((2.2, 3.0), (2.0, 2.5), count=2),
+                   case(OURS, 3, cpu_us=2.2, p99=3.0, missing=5),
+                   case(FLOOR, 3, cpu_us=2.0, p99=2.5)])  # fmt: skip
+    verdict = floor_target("h1", 100, 200.0)(_floor_step(5.0, found))
+    assert (verdict.status, verdict.measured) == (MISSED, "loss")

@@ -28,6 +28,7 @@ LIGHT_KAFKA = "p99 ≤ 10 ms at light load (100 clients, 100 events/s), Kafka �
 FANOUT_P99 = "p99 ≤ 50 ms at 10,000 subscribers"
 THROUGHPUT_PLAIN = "≥ 1.5\u00d7 Mercure's throughput at equal p99, 2 workers, plain"
 STALLED_P99 = "1,000 stalled clients: live p99"
+PIPELINE_FIRST = "pipeline, stateless, a session's first run"
 
 
 def _verdict(text: str, results: list[Result]) -> dict[str, Any]:
@@ -237,17 +238,17 @@ def test_the_stateless_count_follows_the_readings_the_scenario_produces() -> Non
 
 def test_a_pipeline_run_whose_sink_wrote_nothing_fails_the_throughput_target() -> None:
     runs = [_pipeline(150_000, 956_000), _pipeline(400_000, 0), _pipeline(150_000, 956_000)]
-    verdict = _verdict("pipeline, stateless", runs)
+    verdict = _verdict(PIPELINE_FIRST, runs)
     assert (verdict["status"], verdict["measured"]) == ("missed", "loss")
     assert verdict["note"].startswith("run 2 of 3: the sink holds no record (956,000 owed)")
     short = [_pipeline(150_000, 956_000), _pipeline(150_000, 900_000), _pipeline(150_000, 956_000)]
-    assert _verdict("pipeline, stateless", short)["note"].startswith(
+    assert _verdict(PIPELINE_FIRST, short)["note"].startswith(
         "run 2 of 3: 56,000 of 956,000 records not in the sink"
     )
 
 
 def test_a_pipeline_run_without_its_sinks_count_makes_no_verdict() -> None:
-    verdict = _verdict("pipeline, stateless", [_pipeline(150_000, None)] * 3)
+    verdict = _verdict(PIPELINE_FIRST, [_pipeline(150_000, None)] * 3)
     assert verdict["status"] == "no verdict"
     assert "does not give the sink's count" in verdict["note"]
 

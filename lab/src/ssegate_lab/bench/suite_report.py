@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ssegate_lab.bench import suite_judges as judges
+from ssegate_lab.bench.floor_report import CPU_LIMIT, P99_LIMIT, floor_target
+from ssegate_lab.bench.floor_report import SIZES as FLOOR_SIZES
 from ssegate_lab.bench.suite_disruption import failover, stalled
 from ssegate_lab.bench.suite_judges import (
     TIMES,
@@ -39,7 +41,7 @@ from ssegate_lab.bench.suite_judges import (
     short_of,
     void_of,
 )
-from ssegate_lab.bench.suite_pipeline import pipeline_latency, pipeline_rate
+from ssegate_lab.bench.suite_pipeline import WHEN, pipeline_latency, pipeline_rate
 from ssegate_lab.bench.suite_steps import dig, number
 from ssegate_lab.bench.validity import MET, MISSED, NOT_MEASURED, losses, median
 from ssegate_lab.bench.verdict import Run, Verdict, decide
@@ -274,7 +276,7 @@ SOAK = KeyedSize(19_000, 1160, SECONDS["keyed-soak"])
 """The 30-minute compressed day: 19,000 streams (HTTP/1.1, one process), as stated."""
 MERCURE_TRANSPORTS = tuple((t, judges.TRANSPORT_WORDS[t]) for t in ("h1", "tls-h2"))
 LADDER_STEPS = {"h1": "fanout", "tls-h2": "fanout-tls-h2"}
-"""The step whose p99 ladder climbs over each transport."""
+"""The step whose p99 ladder climbs over each transport, and whose pairs run over it."""
 KAFKA = (("server", "ssegate"),)
 STALLED = (
     ("p99_ratio", 2.0, f"live p99 ≤ 2{TIMES} the baseline"),
@@ -298,6 +300,17 @@ TARGETS: tuple[Target, ...] = (
         judges.case_figure(
             Load(100, rate=100, fields=KAFKA), "p99", 10, seconds=SECONDS["kafka-light"]
         ),
+    ),
+    *(
+        Target(
+            f"SSE fan-out over {judges.TRANSPORT_WORDS[transport]}, {clients:,} subscribers"
+            f" {TIMES} {rate:g} ev/s: CPU per delivery ≤ {CPU_LIMIT:g}{TIMES} and p99 ≤"
+            f" {P99_LIMIT:g}{TIMES} the C floor's",
+            "floor",
+            floor_target(transport, clients, rate),
+        )
+        for transport in ("h1", "tls-h1")
+        for clients, rate in FLOOR_SIZES
     ),
     Target(
         "p99 ≤ 20 ms at light load (100 clients, 100 events/s), SSE proxy over HTTP/1.1",
@@ -355,7 +368,7 @@ TARGETS: tuple[Target, ...] = (
     *(
         Target(
             f"≤ 0.7{TIMES} Mercure's p99 at equal load, 2 workers, {words}",
-            "fanout",
+            LADDER_STEPS[transport],
             judges.over_mercure("p99", transport, 0.7, seconds=SECONDS["mercure-pairs"], workers=2),
         )
         for transport, words in MERCURE_TRANSPORTS
@@ -394,8 +407,13 @@ TARGETS: tuple[Target, ...] = (
         failover(seconds=SECONDS["failover"], clients=1000),
     ),
     *(
-        Target(f"pipeline, {case}: ≥ {limit:,} records/s", "pipeline", pipeline_rate(case, limit))
+        Target(
+            f"pipeline, {case}, {WHEN[when]}: ≥ {limit:,} records/s",
+            "pipeline",
+            pipeline_rate(case, limit, when),
+        )
         for case, limit in (("stateless", 100_000), ("windowed", 50_000))
+        for when in WHEN
     ),
     Target(
         "pipeline: produce → SSE client p99 ≤ 1 s at the default trigger",

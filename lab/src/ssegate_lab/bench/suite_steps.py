@@ -120,10 +120,10 @@ def kafka_figures(result: dict[str, Any]) -> Figures:
 
 
 def pipeline_figures(result: dict[str, Any]) -> Figures:
-    figures: Figures = {
-        "stateless_records_per_s": number(dig(result, "stateless", "median_records_per_s")),
-        "windowed_records_per_s": number(dig(result, "windowed", "median_records_per_s")),
-    }
+    figures: Figures = {}
+    for case in ("stateless", "windowed"):
+        for field in ("first_records_per_s", "warm_median_records_per_s"):
+            figures[f"{case}_{field}"] = number(dig(result, case, field))
     for key, entry in (result.get("latency") or {}).items():
         figures[f"latency_{key}_p99_ms"] = number(dig(entry, "p99_ms"))
         figures[f"latency_{key}_sse_p99_ms"] = number(dig(entry, "sse", "p99_ms"))
@@ -180,6 +180,22 @@ def keyed_figures(result: dict[str, Any]) -> Figures:
     return figures
 
 
+def floor_figures(result: dict[str, Any]) -> Figures:
+    """Each pair's ratios to the floor (CPU per delivery, p99), the median over its runs."""
+    figures: Figures = {}
+    for verdict in result.get("verdicts", []):
+        key = f"{verdict.get('transport')}_{_label(verdict.get('clients'))}"
+        pairs = [
+            pair for pair in result.get("pairs", [])
+            if (pair.get("transport"), pair.get("clients"), pair.get("rate"))
+            == (verdict.get("transport"), verdict.get("clients"), verdict.get("rate"))
+        ]  # fmt: skip
+        for figure in ("cpu_us_per_delivery", "p99_ms"):
+            ratios = sorted(r for p in pairs if (r := number(dig(p, figure, "ratio"))) is not None)
+            figures[f"{key}_{figure}_over_floor"] = ratios[len(ratios) // 2] if ratios else None
+    return figures
+
+
 def fanout_figures(result: dict[str, Any]) -> Figures:
     figures: Figures = {
         f"{name}_over_mercure": number(dig(result, "ratios", name))
@@ -206,6 +222,7 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
     "pipeline": ("pipeline", pipeline_figures, False),
     "pipeline-latency": ("pipeline", pipeline_latency_figures, False),
     "fanout": ("fanout", fanout_figures, True),
+    "floor": ("floor", floor_figures, False),
     "fanout-tls-h2": ("fanout", fanout_figures, False),
     "keyed": ("keyed", keyed_figures, True),
     "kafka-fanout": ("kafka", kafka_figures, False),
@@ -220,21 +237,26 @@ _SCENARIOS: dict[str, tuple[str, Callable[[dict[str, Any]], Figures], bool]] = {
 
 JUDGING_STEPS = frozenset(
     {"proxy", "proxy-10k", "kafka", "kafka-throughput", "kafka-light", "kafka-fanout", "fanout",
-     "fanout-tls-h2", "pipeline-latency"}
+     "fanout-tls-h2", "pipeline", "pipeline-latency"}
 )  # fmt: skip
 """Steps that judge a target from one result per run, so they run :data:`JUDGED_RUNS` times.
-``idle``, ``keyed``, ``stalled``, ``failover`` and ``pipeline``'s throughput repeat inside one
-run (``--runs``, ``--repeat``)."""
+``idle``, ``keyed``, ``stalled``, ``failover`` and ``floor`` repeat inside one run (``--runs``,
+``--repeat``). ``pipeline`` runs its jobs several times in one Spark session (``--runs``): the
+first run of each is a user's first, the rest are warm, and a first run's verdict takes three
+sessions."""
 JUDGED_RUNS = 3
 
 
-def _steps(sizes: dict[str, tuple[str, float]], runs: int = JUDGED_RUNS) -> tuple[Step, ...]:
+def _steps(
+    sizes: dict[str, tuple[str, float] | tuple[str, float, int]], runs: int = JUDGED_RUNS
+) -> tuple[Step, ...]:
     """Steps in the order given: cheap ones first, so a tight bound cuts the costly ones.
-    A step of :data:`JUDGING_STEPS` runs ``runs`` times (its timeout is per run)."""
+    A step of :data:`JUDGING_STEPS` runs ``runs`` times (its timeout is per run), or the times
+    its entry gives after the timeout."""
     steps = []
-    for name, (args, timeout) in sizes.items():
+    for name, (args, timeout, *times) in sizes.items():
         scenario, headlines, plot = _SCENARIOS[name]
-        repeat = runs if name in JUDGING_STEPS else 1
+        repeat = times[0] if times else runs if name in JUDGING_STEPS else 1
         steps.append(Step(name, scenario, tuple(args.split()), timeout, headlines, plot, repeat))
     return tuple(steps)
 
@@ -258,6 +280,7 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 300,
             ),
             "keyed": ("--streams 20 --keys 40 --rate 100 --duration 1 --repeat 1 --warmup 1", 180),
+            "floor": ("--clients 3 --rate 50 --duration 1 --runs 1 --transports h1", 120),
         },
         runs=1,
     ),
@@ -278,19 +301,27 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 "--clients 100 --rate 100 --duration 10 --idle-clients 0 --kafkasse-clients none",
                 120,
             ),
-            "pipeline": ("--records 30000 --runs 1 --latency-seconds 2", 240),
+            # one session: 30,000 records judge nothing (the targets' runs read 1,000,000)
+            "pipeline": ("--records 30000 --runs 2 --latency-seconds 2", 240, 1),
             # the ladder's rungs are 4x apart; the bisection resolves them to 10 %; a rung
             # lasts the 3 s the throughput targets take
+            # the Mercure targets as stated (2 workers, the pairs and rungs of their length)
             "fanout": (
-                "--clients 100 --rate 100 --duration 2 --transports h1 --idle-clients 200"
-                " --ladder-rates 200,800,3200 --ladder-duration 3 --ladder-budget 180",
-                360,
+                "--workers 2 --clients 100,1000 --rate 200,20 --duration 4 --transports h1"
+                " --idle-clients 1000 --ladder-rates 200,800,3200 --ladder-duration 3"
+                " --ladder-budget 180",
+                420,
             ),
             "fanout-tls-h2": (
-                "--clients 100 --rate 100 --duration 2 --transports tls-h2 --idle-clients 0"
-                " --ladder-transport tls-h2 --ladder-rates 200,800,3200 --ladder-duration 3"
-                " --ladder-budget 180",
-                360,
+                "--workers 2 --clients 100,1000 --rate 200,20 --duration 4 --transports tls-h2"
+                " --idle-clients 0 --ladder-transport tls-h2 --ladder-rates 200,800,3200"
+                " --ladder-duration 3 --ladder-budget 180",
+                420,
+            ),
+            # beside the C floor at two of the target's three sizes
+            "floor": (
+                "--clients 100,1000 --rate 200,20 --duration 5 --runs 3 --transports h1,tls-h1",
+                600,
             ),
             "keyed": ("--streams 1000 --rate 1000 --duration 5 --repeat 1 --warmup 3", 120),
             # the targets below at small sizes and short runs: their figures, and "not
@@ -347,13 +378,19 @@ PROFILES: dict[str, tuple[Step, ...]] = {
                 "--clients 100 --rate 100 --duration 10 --idle-clients 0 --kafkasse-clients none",
                 300,
             ),
-            "pipeline": ("--records 1000000 --runs 3", 900),
+            # three sessions, each a user's first run of each job and three warm ones
+            "pipeline": ("--records 1000000 --runs 4", 1200),
             # one gateway process per core, as the Mercure targets are stated
             "fanout": ("--workers 2", 900),
             # the same ladder over TLS h2 (the equal-load pairs of that transport are above)
             "fanout-tls-h2": (
                 "--workers 2 --transports tls-h2 --idle-clients 0 --ladder-transport tls-h2",
                 600,
+            ),
+            # docs/performance.md's command: beside the C floor at the target's three sizes
+            "floor": (
+                "--clients 100,1000,10000 --transports h1,tls-h1 --runs 3 --duration 5",
+                1800,
             ),
             # docs/performance.md's command, three times: 20,000 streams in one process, over
             # h2c (one process holds at most 20,000 open files here, so not over HTTP/1.1)
