@@ -98,33 +98,44 @@ class Descriptor(Protocol):
 
 @dataclass(slots=True, eq=False)
 class DirectSocket:
-    """A response's cleartext TCP socket, which a group write
-    (:mod:`ssegate.bindings.sse.fanout`) may send whole HTTP/1.1 chunks to itself, past the
-    response stream (:func:`ssegate.bindings.tcp.fanout.send_to_all` says how the order holds).
+    """Where a group write (:mod:`ssegate.bindings.sse.fanout`) may put whole HTTP/1.1 chunks of
+    a response itself, past the response stream: a cleartext TCP socket (its ``fd``; how the
+    order holds: :func:`ssegate.bindings.tcp.fanout.send_to_all`), or, ``sealed``, a TLS
+    connection's transport, whose record layer the bytes must go through (``fd`` is -1). A
+    write to a sealed one is :meth:`transport.write`, as the response's own would be, so it
+    keeps the order whatever the transport holds.
     """
 
     fd: int
     transport: asyncio.Transport
     sent: int = 0
     """Body bytes written this way, which the response's size counts."""
+    sealed: bool = False
+    """A TLS connection: written through its transport, never to its socket."""
 
     @classmethod
     def of(cls, transport: asyncio.BaseTransport) -> DirectSocket | None:
-        """``transport``'s socket, when bytes may go to it directly (cleartext, open)."""
-        if transport.is_closing() or transport.get_extra_info("ssl_object") is not None:
+        """Where bytes may go past a response on ``transport`` (open): its socket when it is
+        cleartext, the transport itself (``sealed``) over TLS."""
+        if transport.is_closing():
             return None
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        if transport.get_extra_info("ssl_object") is not None:
+            return cls(-1, cast(asyncio.Transport, transport), sealed=True)
         sock = transport.get_extra_info("socket")
         fd = sock.fileno() if conforms(sock, Descriptor) else -1
         if not isinstance(fd, int) or fd < 0:
             return None
-        # uvloop's transports implement asyncio.Transport without subclassing it.
         return cls(fd, cast(asyncio.Transport, transport))
 
     @property
     def writable(self) -> bool:
-        """Nothing is queued in the transport and it is open: a direct write keeps the order."""
+        """A direct write keeps the order: the transport is open and, for a socket, holds
+        nothing."""
         transport = self.transport
-        return not transport.get_write_buffer_size() and not transport.is_closing()
+        if transport.is_closing():
+            return False
+        return self.sealed or not transport.get_write_buffer_size()
 
 
 class ResponseStream(Protocol):
@@ -175,9 +186,9 @@ class ResponseStream(Protocol):
         drained below its low-water mark, or (HTTP/2) the data a window kept back went out."""
 
     def direct_socket(self) -> DirectSocket | None:
-        """The connection's socket while this response streams chunked HTTP/1.1 over cleartext
-        TCP, for a group write to send it whole chunks itself; ``None`` for any other response
-        (HTTP/2, TLS, HTTP/1.0, ended)."""
+        """Where a group write may put this response's whole chunks itself while it streams
+        chunked HTTP/1.1: its cleartext socket, or its TLS transport (``sealed``); ``None`` for
+        any other response (HTTP/2, HTTP/1.0, ended)."""
 
 
 @runtime_checkable

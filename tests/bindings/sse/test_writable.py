@@ -20,7 +20,12 @@ import h2.events
 import pytest
 from tests.bindings.sse.test_server import RecordingSource, Subscribed
 from tests.support.deaf_clients import DeafH2
-from tests.support.http_certs import client_context, make_self_signed, server_context
+from tests.support.http_certs import (
+    CertFiles,
+    client_context,
+    make_self_signed,
+    server_context,
+)
 from tests.support.http_servers import run, serve
 
 from ssegate.bindings.http.cors import AccessControl
@@ -28,6 +33,7 @@ from ssegate.bindings.http.h1 import Http1Protocol
 from ssegate.bindings.http.h2 import H2Protocol
 from ssegate.bindings.http.observed import ObservedStream
 from ssegate.bindings.http.types import ConnectionSetup
+from ssegate.bindings.sse.fanout import SinkGroup
 from ssegate.bindings.sse.server import DownstreamStream, SseRoute, SseServer
 from ssegate.bindings.sse.sweep import StreamSweep
 from ssegate.contract.exchange import Request, ResponseStream
@@ -164,6 +170,15 @@ def test_an_http2_peer_with_wide_windows_that_reads_nothing_is_stalled_by_the_sw
 
 
 @asynccontextmanager
+async def tls_sse_server(source: RecordingSource, files: CertFiles) -> AsyncIterator[int]:
+    """An sse server for ``source`` behind HTTP/1.1 over TLS (``files``' key); its port."""
+    server = sse_server(source)
+    factory = lambda: Http1Protocol(ConnectionSetup(dispatch_to(server), scheme="https"))  # noqa: E731
+    async with serve(factory, server_context(files, ["http/1.1"])) as port:
+        yield port
+
+
+@asynccontextmanager
 async def tls_client(port: int, ca: ssl.SSLContext) -> AsyncIterator[ssl.SSLSocket]:
     """An HTTP/1.1 client over TLS with a 4 KiB receive buffer that has sent ``GET /events``."""
     sock = socket.socket()
@@ -202,12 +217,8 @@ def test_an_http1_response_over_tls_to_a_client_that_reads_nothing_stalls_at_the
 
     async def scenario() -> None:
         source = RecordingSource()
-        server = sse_server(source)
-        factory = lambda: Http1Protocol(  # noqa: E731
-            ConnectionSetup(dispatch_to(server), scheme="https")
-        )
         async with (
-            serve(factory, server_context(files, ["http/1.1"])) as port,
+            tls_sse_server(source, files) as port,
             tls_client(port, client_context(files, ["http/1.1"])) as tls,
         ):
             sink, subscription = await opened(source)
@@ -216,5 +227,42 @@ def test_an_http1_response_over_tls_to_a_client_that_reads_nothing_stalls_at_the
             body = await asyncio.to_thread(read_until, tls, f"id:{last}\n".encode())
             assert body.startswith(b"HTTP/1.1 200 OK\r\n")
             await until(lambda: subscription.paced == [True, False])
+
+    run(scenario, timeout=30)
+
+
+def test_a_group_writes_tls_streams_through_their_record_layer_in_order_and_stalls_a_deaf_one(
+    tmp_path: Path,
+) -> None:
+    files = make_self_signed(tmp_path)
+
+    async def scenario() -> None:
+        source = RecordingSource()
+        context = client_context(files, ["http/1.1"])
+        async with (
+            tls_sse_server(source, files) as port,
+            tls_client(port, context) as _deaf,  # reads nothing
+        ):
+            deaf, deaf_subscription = await opened(source)
+            async with tls_client(port, context) as reader:
+                await until(lambda: len(source.subscriptions) == 2)
+                live, live_subscription = await opened(source)
+                group: SinkGroup[DownstreamStream] = SinkGroup()
+                for sink in (deaf, live):
+                    direct = sink.direct_socket()
+                    assert direct is not None and direct.sealed  # TLS: its transport
+                    group.add(sink, sink)
+                last = 0
+                while not deaf.stalled:
+                    assert last * len(PAD) < LIMIT, "never stalled"
+                    last += 1
+                    group.event(PAD, id=str(last))
+                    await asyncio.sleep(0)
+                assert deaf_subscription.paced == [True]  # at the group's write, no sweep
+                body = await asyncio.to_thread(read_until, reader, f"id:{last}\n".encode())
+                ids = [int(line[3:]) for line in body.split(b"\n") if line.startswith(b"id:")]
+                assert ids == list(range(1, last + 1))  # every one, once, in order
+                assert live_subscription.paced in ([], [True, False])
+                assert group.writes == last
 
     run(scenario, timeout=30)

@@ -43,12 +43,21 @@ def test_a_full_queue_or_a_failed_send_gives_the_transport_everything() -> None:
 def test_only_an_open_cleartext_transport_holding_nothing_is_written_directly() -> None:
     plain = FakeTransport(extra={"socket": FakeSocket(7)})
     direct = DirectSocket.of(cast(asyncio.Transport, plain))
-    assert direct is not None and direct.fd == 7 and direct.writable
+    assert direct is not None and direct.fd == 7 and direct.writable and not direct.sealed
     plain.buffered += b"x"
     assert not direct.writable
     plain.buffered.clear()
     plain.closing = True
     assert not direct.writable
-    tls = FakeTransport(extra={"socket": FakeSocket(8), "ssl_object": object()})
-    assert DirectSocket.of(cast(asyncio.Transport, tls)) is None
     assert DirectSocket.of(cast(asyncio.Transport, FakeTransport())) is None
+
+
+def test_a_tls_transport_is_written_through_never_at_its_socket_and_keeps_order_when_full() -> None:
+    tls = FakeTransport(extra={"socket": FakeSocket(8), "ssl_object": object()})
+    sealed = DirectSocket.of(cast(asyncio.Transport, tls))
+    assert sealed is not None and sealed.sealed and sealed.fd == -1
+    tls.buffered += b"held"  # what it holds goes first: the write is the transport's own
+    assert sealed.writable
+    tls.closing = True
+    assert not sealed.writable
+    assert DirectSocket.of(cast(asyncio.Transport, tls)) is None

@@ -466,6 +466,20 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def targets_table(verdicts: list[dict[str, Any]]) -> list[str]:
+    """The targets' verdicts as a Markdown table, one line each (``docs/performance.md`` keeps
+    the latest one as written here)."""
+    lines = ["| target | measured | | note | step |", "|---|---|---|---|---|"]
+    for verdict in verdicts:
+        status = verdict["status"]
+        shown = f"**{status}**" if status in (MET, MISSED) else status
+        lines.append(
+            f"| {verdict['target']} | {_cell(verdict['measured'])} | {shown}"
+            f" | {_cell(verdict['note'])} | {verdict['step']} |"
+        )
+    return lines
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The summary as a page: targets, steps, then every step's headline figures."""
     machine = summary.get("machine", {})
@@ -488,16 +502,8 @@ def markdown(summary: dict[str, Any]) -> str:
         "",
         "## Targets",
         "",
-        "| target | measured | | note | step |",
-        "|---|---|---|---|---|",
+        *targets_table(summary["targets"]),
     ]
-    for verdict in summary["targets"]:
-        status = verdict["status"]
-        shown = f"**{status}**" if status in (MET, MISSED) else status
-        lines.append(
-            f"| {verdict['target']} | {_cell(verdict['measured'])} | {shown}"
-            f" | {_cell(verdict['note'])} | {verdict['step']} |"
-        )
     lines += ["", "## Steps", "", "| step | status | seconds | result |", "|---|---|---|---|"]
     for step in summary["steps"]:
         result = _cell(step.get("result_file") or step.get("reason"))

@@ -10,8 +10,8 @@ A connection with nothing in flight closes after the idle timeout.
 
 :class:`Http1ResponseStream` frames one response: a response without ``content-length`` that is
 not ended at once is sent chunked (close-delimited for an HTTP/1.0 client), and while it streams
-chunked over cleartext TCP it offers the connection's socket to group writes
-(:meth:`~Http1ResponseStream.direct_socket`); over TLS its socket is limited the same way. Its
+chunked it offers group writes the connection's socket, or over TLS its transport
+(:meth:`~Http1ResponseStream.direct_socket`), and limits what the socket holds unsent. Its
 ``buffered``/``unsent`` are the connection's, and it is ``writable`` while the connection's
 transport is not paused (for such a response: holds nothing).
 Write backpressure follows the transport
@@ -22,7 +22,6 @@ flushing it; an aborted one resets it (RST), dropping the kernel's queue too.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -61,11 +60,6 @@ def reason_phrase(status: int) -> str:
         return "Unknown"
 
 
-def over_tls(transport: asyncio.BaseTransport) -> bool:
-    """``transport`` is an open TLS transport."""
-    return not transport.is_closing() and transport.get_extra_info("ssl_object") is not None
-
-
 def encode_head(status: int, headers: list[tuple[str, str]], version: str = "1.1") -> bytes:
     """The status line and header block of a response."""
     lines = [f"HTTP/{version} {status} {reason_phrase(status)}"]
@@ -85,8 +79,6 @@ class Http1ResponseStream(ResponseStreamBase["Http1Responder"]):
         self._chunked = False
         self._open_ended = False
         self._direct: DirectSocket | None = None
-        self._limited: asyncio.BaseTransport | None = None
-        """The TLS transport whose socket was limited (:meth:`direct_socket`)."""
 
     def reset(self) -> None:
         if not self._closed:
@@ -104,17 +96,17 @@ class Http1ResponseStream(ResponseStreamBase["Http1Responder"]):
         return self._open_ended and not self._ended
 
     def direct_socket(self) -> DirectSocket | None:
-        """The connection's socket while this response streams chunked over cleartext TCP:
-        a group write (:mod:`ssegate.bindings.sse.fanout`) may send it whole chunks itself. The
-        same one each time, so what was sent through it adds up. Its kernel takes only
+        """Where a group write (:mod:`ssegate.bindings.sse.fanout`) may put this response's
+        whole chunks itself while it streams chunked: the connection's socket over cleartext
+        TCP, its TLS transport (``sealed``) over TLS. The same one each time, so what was
+        written through it adds up. The socket (under the TLS layer too) takes only
         :data:`~ssegate.bindings.tcp.send_queue.SEND_LOW_WATER` unsent from then on, so that a
-        send that a client's shut window refuses says so at once, and its transport's
+        send that a client's shut window refuses says so at once, and the transport's
         high-water mark is 0, so that the response's drain callbacks run as soon as what was
-        refused has gone out. Over TLS there is no such socket, but the TCP socket under the
-        TLS layer gets the same limit and the TLS transport the same high-water mark, once, so
-        that a write a client that reads nothing refuses leaves the stream not ``writable``. (A
-        TLS transport's write buffer, asyncio's and uvloop's alike, is the TLS layer's own: it
-        holds bytes once the TCP transport under it is over that one's high-water mark.)"""
+        refused has gone out and a write a client that reads nothing refuses leaves the stream
+        not ``writable``. (A TLS transport's write buffer, asyncio's and uvloop's alike, is the
+        TLS layer's own: it holds bytes once the TCP transport under it is over that one's
+        high-water mark.)"""
         transport = self._connection._transport
         if not self._chunked or self._ended or self._closed or transport is None:
             return None
@@ -122,10 +114,6 @@ class Http1ResponseStream(ResponseStreamBase["Http1Responder"]):
         if direct is None or direct.transport is not transport:
             direct = self._direct = DirectSocket.of(transport)
             if direct is not None:
-                send_queue.limit_unsent(transport)
-                transport.set_write_buffer_limits(high=0)
-            elif self._limited is not transport and over_tls(transport):
-                self._limited = transport
                 send_queue.limit_unsent(transport)
                 transport.set_write_buffer_limits(high=0)
         return direct

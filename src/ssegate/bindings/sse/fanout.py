@@ -11,17 +11,21 @@ each stream. A write then costs, per member, one pass of a loop over a few attri
   written directly: its descriptor joins one :func:`~ssegate.bindings.tcp.fanout.send_to_all`
   call (:func:`ssegate.native.fanout.send_all`), and what its send did not take goes to its
   transport, behind nothing, so the stream's bytes stay in order.
+- A member streaming chunked HTTP/1.1 over TLS is given the framed chunk with one
+  ``transport.write``, as its response would write it: its bytes must go through the TLS record
+  layer, which lives in the transport and keeps them in order whatever it holds, but they skip
+  the stream's and the response's steps.
 - Every other member is written as a stream alone, through its own
-  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose connection
-  already holds bytes (they go first), an HTTP/2 stream (its DATA frames are made per stream,
-  within the stream's and the connection's flow-control windows), one over TLS (its bytes go
-  through the TLS record layer, which lives in the transport), an HTTP/1.0 one (not chunked),
-  or any sink that is not a :class:`~ssegate.bindings.sse.server.DownstreamStream`.
+  :meth:`~ssegate.bindings.sse.server.DownstreamStream.write_encoded`: one whose cleartext
+  connection already holds bytes (they go first), an HTTP/2 stream (its DATA frames are made
+  per stream, within the stream's and the connection's flow-control windows), an HTTP/1.0 one
+  (not chunked), or any sink that is not a
+  :class:`~ssegate.bindings.sse.server.DownstreamStream`.
 - A member written directly counts as written for the keep-alive and slow-client sweep, as
   :meth:`DownstreamStream.write_encoded` would mark it; the bytes count once per server in
   ``stream.data.sent`` and in ``ssegate.sse.stream.data.direct`` (the part sent past the
   streams: one increment each per group write, not per stream), and in the response's size.
-- A member whose direct send left bytes to its transport gets the check a stream makes after
+- A member whose direct write left bytes in its transport gets the check a stream makes after
   its own write (:meth:`~ssegate.bindings.sse.server.DownstreamStream.written`): past
   ``max-buffered`` it is dropped (reason ``bytes``); otherwise its kernel refused (it holds its
   low-water mark unsent), so it stalls at once and its source is told: the sse-kafka proxy takes
@@ -122,6 +126,8 @@ class SinkGroup(Generic[Owner]):
         fds: list[int] = []
         transports: list[asyncio.Transport] = []
         direct: list[_Member[Owner]] = []
+        sealed: list[_Member[Owner]] = []
+        sealed_transports: list[asyncio.Transport] = []
         alone: list[_Member[Owner]] = []
         size = len(data)
         for member in self._members.values():
@@ -129,7 +135,15 @@ class SinkGroup(Generic[Owner]):
             stream = member[3]
             if socket is not None and stream is not None:
                 transport = socket.transport
-                if not transport.get_write_buffer_size() and not transport.is_closing():
+                if transport.is_closing():
+                    pass
+                elif socket.sealed:
+                    sealed.append(member)
+                    sealed_transports.append(transport)
+                    socket.sent += size
+                    stream.wrote = True
+                    continue
+                elif not transport.get_write_buffer_size():
                     fds.append(socket.fd)
                     transports.append(transport)
                     direct.append(member)
@@ -139,11 +153,16 @@ class SinkGroup(Generic[Owner]):
             alone.append(member)
         dropped: list[Owner] = []
         stalled = 0
-        if direct:
+        if direct or sealed:
             framed = chunk(data)
-            for index in send_to_all(framed, fds, transports):
-                stalled += self._check_behind(direct[index], dropped)
-            self._count_sent(direct, size)
+            if direct:
+                for index in send_to_all(framed, fds, transports):
+                    stalled += self._check_behind(direct[index], dropped)
+            for index, transport in enumerate(sealed_transports):
+                transport.write(framed)
+                if transport.get_write_buffer_size():
+                    stalled += self._check_behind(sealed[index], dropped)
+            self._count_sent(direct + sealed, size)
         for sink, owner, _, stream in alone:
             was_stalled = stream is not None and stream.stalled
             sink.write_encoded(data)

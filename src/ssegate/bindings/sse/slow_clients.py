@@ -184,7 +184,8 @@ class SlowClientPolicy:
         replay stops there."""
         if self.stalled_since is None and self._state == OPEN:
             server = self._server
-            own_socket = self._stream.direct_socket() is not None
+            direct = self._stream.direct_socket()
+            own_socket = direct is not None and not direct.sealed
             self._stall(
                 server.sweep.clock(), server.resume_mark if own_socket else server.stall_mark
             )
