@@ -3,7 +3,8 @@
 The chain is the one of ``examples/sse.proxy`` without a guard, written to a temporary
 directory: ``tcp`` (a plain port for HTTP/1.1 and h2c, a TLS port for h2 and HTTP/1.1) →
 ``http`` → ``sse`` server → ``sse`` client → ``http`` client → ``tcp`` client → the example
-upstream server. Every downstream stream is its own upstream connection, as in Zilla.
+upstream server. The downstream streams of one upstream request share one upstream connection
+(:mod:`ssegate.bindings.sse.upstream`), where Zilla opens one per downstream stream.
 
 ``proxy``: for each protocol and client count, the load clients (:mod:`ssegate_lab.bench.load`;
 for h2, h2load holds most streams: :mod:`ssegate_lab.bench.case`) open their streams, the
