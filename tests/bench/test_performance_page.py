@@ -6,8 +6,8 @@ quick sizes cannot judge). The page carries each one's targets table, the rows o
 ran, exactly as :func:`~ssegate_lab.bench.suite_report.targets_table` writes it, and names its
 file; its targets at a glance agree with the latest verdict any kept run made on each target
 (``met`` or ``missed``): the row of the same target, named as the judge names it, starts its
-verdict with the same word. And the kept verdicts are what today's judges make of the kept results, so a
-judge made stricter since is a page to re-run, not a page that silently disagrees.
+verdict with the same word. And the kept verdicts are what today's judges make of the kept
+results, so a judge made stricter since is a page to re-run, not a page that silently disagrees.
 """
 
 from __future__ import annotations
